@@ -1,0 +1,3 @@
+from hookstream.dispatcher.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,100 @@
+"""One HTTP attempt: signed POST, a whole-call deadline, no redirects, a capped body read.
+
+Turns whatever happened on the wire into an ``AttemptResult`` value; deciding what
+that means is ``hookstream.policy.classify``'s job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+
+from hookstream.policy.classify import Decision, ErrorClass, classify
+from hookstream.safe_resolver import BlockedAddressError
+from hookstream.signing import webhook_headers
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptResult:
+    started_at: datetime
+    finished_at: datetime
+    latency_ms: float
+    status_code: int | None
+    error_class: ErrorClass | None
+    error: str | None
+    excerpt: str | None
+    decision: Decision
+
+
+def _error_class(exc: BaseException) -> ErrorClass:
+    # Order matters: aiohttp's exception classes inherit from one another.
+    if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerTimeoutError):
+        return ErrorClass.TIMEOUT
+    if isinstance(exc, BlockedAddressError):
+        return ErrorClass.BLOCKED_ADDRESS
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        cause = exc.os_error
+        if isinstance(cause, BlockedAddressError):
+            return ErrorClass.BLOCKED_ADDRESS
+        if isinstance(exc, aiohttp.ClientConnectorCertificateError | aiohttp.ClientSSLError) or \
+                isinstance(cause, ssl.SSLError):
+            return ErrorClass.TLS
+        if isinstance(exc, aiohttp.ClientConnectorDNSError):
+            return ErrorClass.DNS
+        return ErrorClass.CONNECT
+    if isinstance(exc, aiohttp.ClientSSLError | ssl.SSLError):
+        return ErrorClass.TLS
+    if isinstance(exc, ConnectionError | OSError):
+        return ErrorClass.CONNECT
+    return ErrorClass.PROTOCOL
+
+
+async def send(
+    session: aiohttp.ClientSession,
+    *,
+    url: str,
+    delivery_id: str,
+    body: bytes,
+    secrets: list[str],
+    timeout_s: float,
+    body_cap_bytes: int,
+    user_agent: str,
+) -> AttemptResult:
+    started_at = datetime.now(UTC)
+    t0 = time.monotonic()
+    # A fresh timestamp and signature on every attempt; the body is the stored bytes.
+    headers = webhook_headers(secrets, delivery_id, int(time.time()), body)
+    headers["content-type"] = "application/json"
+    headers["user-agent"] = user_agent
+    status: int | None = None
+    error_class: ErrorClass | None = None
+    error: str | None = None
+    excerpt: str | None = None
+    resp_headers: Any = {}
+    try:
+        # asyncio.timeout bounds the whole call (DNS, connect, TLS, request, headers and the
+        # capped body read); aiohttp's own total timeout is the same figure as a backstop.
+        async with asyncio.timeout(timeout_s):
+            async with session.post(url, data=body, headers=headers, allow_redirects=False,
+                                    timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+                status = resp.status
+                resp_headers = resp.headers
+                raw = await resp.content.read(body_cap_bytes) if body_cap_bytes else b""
+                excerpt = raw.decode("utf-8", "replace")
+    except Exception as exc:  # every failure is an outcome to record, never a crash
+        error_class = _error_class(exc)
+        error = f"{type(exc).__name__}: {exc}"[:500] if str(exc) else type(exc).__name__
+    finished_at = datetime.now(UTC)
+    decision = classify(status, error_class, resp_headers, time.time())
+    if status is not None and error is None and not 200 <= status < 300:
+        error = f"HTTP {status}"
+    return AttemptResult(
+        started_at=started_at, finished_at=finished_at,
+        latency_ms=(time.monotonic() - t0) * 1000.0, status_code=status,
+        error_class=decision.error_class, error=error, excerpt=excerpt, decision=decision)

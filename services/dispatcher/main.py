@@ -1,0 +1,9 @@
+from __future__ import annotations
+
+from hookstream.dispatcher.service import Dispatcher
+from hookstream.runner import run_service
+from hookstream.settings import DispatcherSettings
+
+
+def main() -> int:
+    return run_service("dispatcher", DispatcherSettings, Dispatcher, lambda s: s.http_port)

@@ -1,0 +1,3 @@
+from hookstream.fanout.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,3 @@
+from hookstream.relay.main import main
+
+raise SystemExit(main())

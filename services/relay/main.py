@@ -1,0 +1,10 @@
+from __future__ import annotations
+
+from hookstream.relay.service import Relay
+
+from hookstream.runner import run_service
+from hookstream.settings import RelaySettings
+
+
+def main() -> int:
+    return run_service("relay", RelaySettings, Relay, lambda s: s.http_port)

@@ -1,0 +1,5 @@
+"""``python -m hookstream.localstack up|down|status|env`` (see hookstream.localstack)."""
+
+from hookstream.localstack import main
+
+raise SystemExit(main())

@@ -1,0 +1,162 @@
+"""One frozen settings object per service, read from the environment once in ``main``.
+
+Every variable is declared with its type, default and meaning in one place so a
+bad value fails at start-up naming the variable, and so the compose-file test
+can check that every ``HOOKSTREAM_*`` name the deployment sets is one the code
+actually reads (``ALL_SETTINGS``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+PREFIX = "HOOKSTREAM_"
+
+
+class SettingsError(ValueError):
+    """A configuration value is missing or malformed; the message names the variable."""
+
+
+def _parse_bool(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off", ""}:
+        return False
+    raise ValueError(f"expected a boolean (true/false), got {raw!r}")
+
+
+def _positive(cast: Callable[[str], T]) -> Callable[[str], T]:
+    def parse(raw: str) -> T:
+        value = cast(raw)
+        if value <= 0:  # type: ignore[operator]
+            raise ValueError(f"must be > 0, got {raw!r}")
+        return value
+
+    return parse
+
+
+def _non_negative(cast: Callable[[str], T]) -> Callable[[str], T]:
+    def parse(raw: str) -> T:
+        value = cast(raw)
+        if value < 0:  # type: ignore[operator]
+            raise ValueError(f"must be >= 0, got {raw!r}")
+        return value
+
+    return parse
+
+
+def env_field(name: str, default: Any, cast: Callable[[str], Any] = str, doc: str = "") -> Any:
+    """A dataclass field bound to ``HOOKSTREAM_<name>``."""
+    return field(default=default, metadata={"env": PREFIX + name, "cast": cast, "doc": doc})
+
+
+S = TypeVar("S")
+
+
+def from_env(cls: type[S], environ: Mapping[str, str] | None = None) -> S:
+    """Build a settings dataclass from the environment, naming the variable on failure."""
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        var = f.metadata.get("env")
+        if var is None or var not in env:
+            continue
+        raw = env[var]
+        try:
+            values[f.name] = f.metadata["cast"](raw)
+        except (ValueError, TypeError) as exc:
+            raise SettingsError(f"{var}={raw!r} is invalid: {exc}") from None
+    try:
+        return cls(**values)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
+
+
+def env_names(cls: type) -> set[str]:
+    return {f.metadata["env"] for f in dataclasses.fields(cls) if "env" in f.metadata}
+
+
+pos_int = _positive(int)
+pos_float = _positive(float)
+nonneg_int = _non_negative(int)
+nonneg_float = _non_negative(float)
+
+
+@dataclass(frozen=True)
+class CommonSettings:
+    database_url: str = env_field(
+        "DATABASE_URL", "postgresql://hookstream@127.0.0.1:55432/hookstream", doc="PostgreSQL DSN"
+    )
+    kafka_bootstrap: str = env_field(
+        "KAFKA_BOOTSTRAP", "127.0.0.1:19092", doc="Kafka bootstrap servers"
+    )
+    topic_prefix: str = env_field(
+        "TOPIC_PREFIX", "hookstream", doc="prefix of every topic (tests isolate with it)"
+    )
+    http_host: str = env_field("HTTP_HOST", "127.0.0.1", doc="address of /metrics and /healthz")
+    log_level: str = env_field("LOG_LEVEL", "INFO")
+    log_format: str = env_field("LOG_FORMAT", "json", doc="json or text")
+
+    def __post_init__(self) -> None:
+        if self.log_format not in {"json", "text"}:
+            raise ValueError(f"HOOKSTREAM_LOG_FORMAT must be json or text, got {self.log_format!r}")
+        if not self.topic_prefix or any(c in self.topic_prefix for c in " /\\"):
+            raise ValueError(f"HOOKSTREAM_TOPIC_PREFIX is not a valid topic prefix: {self.topic_prefix!r}")
+
+
+@dataclass(frozen=True)
+class RelaySettings(CommonSettings):
+    http_port: int = env_field("RELAY_HTTP_PORT", 9101, pos_int)
+    batch_size: int = env_field("RELAY_BATCH_SIZE", 500, pos_int, "outbox rows per publish round")
+    poll_interval_s: float = env_field(
+        "RELAY_POLL_INTERVAL_S", 1.0, pos_float, "fallback poll when no NOTIFY arrives"
+    )
+    max_payload_bytes: int = env_field(
+        "RELAY_MAX_PAYLOAD_BYTES", 900_000, pos_int, "larger payloads are quarantined"
+    )
+
+
+@dataclass(frozen=True)
+class FanoutSettings(CommonSettings):
+    http_port: int = env_field("FANOUT_HTTP_PORT", 9102, pos_int)
+    group_id: str = env_field("FANOUT_GROUP_ID", "hookstream-fanout")
+    batch_size: int = env_field("FANOUT_BATCH_SIZE", 500, pos_int, "events consumed per round")
+    retry_window_s: float = env_field("RETRY_WINDOW_S", 86_400.0, pos_float)
+
+
+@dataclass(frozen=True)
+class DispatcherSettings(CommonSettings):
+    http_port: int = env_field("DISPATCHER_HTTP_PORT", 9103, pos_int)
+    group_id: str = env_field("DISPATCHER_GROUP_ID", "hookstream-dispatcher")
+    request_timeout_s: float = env_field(
+        "REQUEST_TIMEOUT_S", 5.0, pos_float, "whole-call deadline: DNS, connect, TLS, headers"
+    )
+    response_body_cap_bytes: int = env_field("RESPONSE_BODY_CAP_BYTES", 1024, nonneg_int)
+    max_in_flight: int = env_field(
+        "DISPATCHER_MAX_IN_FLIGHT", 512, pos_int, "process-wide cap of concurrent attempts"
+    )
+    lease_s: float = env_field("LEASE_S", 60.0, pos_float, "claim lease of one attempt")
+    allow_private_targets: bool = env_field(
+        "ALLOW_PRIVATE_TARGETS",
+        False,
+        _parse_bool,
+        "development only: allow http:// and loopback/private receivers",
+    )
+    user_agent: str = env_field("USER_AGENT", "hookstream/0.1")
+
+
+ALL_SETTINGS: tuple[type, ...] = (RelaySettings, FanoutSettings, DispatcherSettings)
+
+
+def all_env_names() -> set[str]:
+    names: set[str] = set()
+    for cls in ALL_SETTINGS:
+        names |= env_names(cls)
+    return names

@@ -1,0 +1,94 @@
+-- name: claim
+-- A task claims its delivery only if the lease version it carries is the row's
+-- current one and nobody holds a live lease: duplicate or stale tasks claim nothing.
+-- The attempt row is written now, before the POST, so every request a receiver ever
+-- sees has an attempt row (an attempt cut short by a crash is closed by reap).
+WITH task AS (
+    SELECT * FROM unnest(%(delivery_id)s::uuid[], %(lease_version)s::int[])
+        AS t(delivery_id, lease_version)
+),
+claimed AS (
+    UPDATE deliveries d
+    SET status = 'in_flight',
+        lease_version = d.lease_version + 1,
+        attempts = d.attempts + 1,
+        lease_expires_at = now() + make_interval(secs => %(lease_s)s),
+        updated_at = now()
+    FROM task
+    WHERE d.delivery_id = task.delivery_id
+      AND d.lease_version = task.lease_version
+      AND (d.status = 'pending' OR (d.status = 'in_flight' AND d.lease_expires_at < now()))
+    RETURNING d.delivery_id, d.event_id, d.endpoint_id, d.lease_version, d.attempts
+),
+started AS (
+    INSERT INTO attempts (delivery_id, attempt_no, started_at, outcome, manual)
+    SELECT delivery_id, attempts, now(), 'in_flight', false FROM claimed
+)
+SELECT c.delivery_id, c.lease_version, c.attempts AS attempt_no, c.endpoint_id, c.event_id,
+       ev.payload, ep.url, ep.tenant,
+       ARRAY(SELECT s.secret FROM endpoint_secrets s
+             WHERE s.endpoint_id = ep.id AND (s.expires_at IS NULL OR s.expires_at > now())
+             ORDER BY s.version DESC) AS secrets
+FROM claimed c
+JOIN events ev ON ev.event_id = c.event_id
+JOIN endpoints ep ON ep.id = c.endpoint_id
+
+-- name: record_outcomes
+-- The attempt row is always completed (the request happened); the delivery row only
+-- moves if this worker still holds the lease.
+WITH o AS (
+    SELECT * FROM unnest(
+        %(delivery_id)s::uuid[], %(lease_version)s::int[], %(attempt_no)s::int[],
+        %(status)s::text[], %(started_at)s::timestamptz[], %(finished_at)s::timestamptz[],
+        %(status_code)s::int[], %(latency_ms)s::float8[], %(error_class)s::text[],
+        %(outcome)s::text[], %(excerpt)s::text[], %(error)s::text[])
+    AS o(delivery_id, lease_version, attempt_no, status, started_at, finished_at, status_code,
+         latency_ms, error_class, outcome, excerpt, error)
+),
+att AS (
+    UPDATE attempts a
+    SET started_at = o.started_at, finished_at = o.finished_at, status_code = o.status_code,
+        latency_ms = o.latency_ms, error_class = o.error_class, outcome = o.outcome,
+        response_excerpt = o.excerpt
+    FROM o
+    WHERE a.delivery_id = o.delivery_id AND a.attempt_no = o.attempt_no
+)
+UPDATE deliveries d
+SET status = o.status,
+    last_error = o.error,
+    lease_expires_at = NULL,
+    updated_at = now(),
+    delivered_at = CASE WHEN o.status = 'delivered' THEN o.finished_at ELSE d.delivered_at END
+FROM o
+WHERE d.delivery_id = o.delivery_id AND d.lease_version = o.lease_version
+  AND d.status = 'in_flight'
+RETURNING d.delivery_id
+
+-- name: disable_endpoints
+UPDATE endpoints
+SET status = 'disabled', disabled_reason = %(reason)s, config_version = config_version + 1,
+    updated_at = now()
+WHERE id = ANY(%(ids)s) AND status <> 'disabled'
+
+-- name: expired_leases
+-- Deliveries whose worker died mid-attempt. The caller produces a task for each and
+-- only then commits, so a crash in between leaves the lease expired and found again.
+SELECT delivery_id, event_id, endpoint_id, tenant, lease_version, attempts
+FROM deliveries
+WHERE status = 'in_flight' AND lease_expires_at < now()
+ORDER BY lease_expires_at
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED
+
+-- name: release_expired
+WITH r AS (
+    UPDATE deliveries d
+    SET status = 'pending', lease_expires_at = NULL, updated_at = now(),
+        last_error = 'worker lost during attempt'
+    WHERE d.delivery_id = ANY(%(ids)s) AND d.status = 'in_flight'
+    RETURNING d.delivery_id, d.attempts
+)
+UPDATE attempts a
+SET outcome = 'lost', error_class = 'worker_lost', finished_at = now()
+FROM r
+WHERE a.delivery_id = r.delivery_id AND a.attempt_no = r.attempts AND a.outcome = 'in_flight'

@@ -1,0 +1,39 @@
+"""Topic names and their shapes: pure, so services, the stack and tests agree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    partitions: int
+    config: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Topics:
+    prefix: str = "hookstream"
+
+    @property
+    def events(self) -> str:
+        return f"{self.prefix}.events"
+
+    @property
+    def deliveries(self) -> str:
+        return f"{self.prefix}.deliveries"
+
+    @property
+    def dead(self) -> str:
+        return f"{self.prefix}.dead"
+
+    def specs(self, partitions: int = 6) -> list[TopicSpec]:
+        # A week of retention is far beyond any consumer outage we plan for; the durable
+        # truth is PostgreSQL, the topics are the work queue.
+        keep = {"retention.ms": str(7 * 24 * 3600 * 1000)}
+        return [
+            TopicSpec(self.events, partitions, keep),
+            TopicSpec(self.deliveries, partitions, keep),
+            TopicSpec(self.dead, 1, {"retention.ms": str(30 * 24 * 3600 * 1000)}),
+        ]
