@@ -67,6 +67,8 @@ if [ "$(java_major)" -lt 17 ]; then
   "${SUDO[@]}" mkdir -p /usr/share/man/man1 || true
 fi
 command -v mvn >/dev/null 2>&1 || pkgs+=(maven)
+# Maven Central and PyPI over HTTPS (slim images ship without the CA bundle)
+[ -f /etc/ssl/certs/ca-certificates.crt ] || pkgs+=(ca-certificates)
 if ! find_python >/dev/null; then
   pkgs+=(python3 python3-venv)
 fi

@@ -66,6 +66,8 @@ BROKER_JVM_FLAGS = (
     "-XX:MaxGCPauseMillis=20",
     "-XX:+ExitOnOutOfMemoryError",
     "-Djava.awt.headless=true",
+    # listeners are 127.0.0.1 anyway; this keeps `ss -ltn` showing 127.0.0.1, not ::ffff:
+    "-Djava.net.preferIPv4Stack=true",
 )
 TOOL_JVM_FLAGS = ("-Xmx512m", "-Djava.awt.headless=true")
 

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The whole suite on the real stack: lint, unit, integration, end to end.
+# Assumes `make stack-up` (the Makefile's `test` target does it). pytest exits 5 when
+# it collected no test; that is a failure here like any other non-zero code.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+.venv/bin/ruff check src services tests benchmarks
+.venv/bin/pytest -p no:cacheprovider "$@"

@@ -1,0 +1,79 @@
+"""No Docker engine runs here, so the compose file is checked against the code instead."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hookstream.cli import main as cli_main
+from hookstream.settings import all_env_names
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def _ours(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {k: v for k, v in compose["services"].items() if v.get("build")}
+
+
+def test_every_hookstream_variable_is_one_the_settings_read(compose: dict[str, Any]) -> None:
+    known = all_env_names()
+    for name, svc in _ours(compose).items():
+        for var in svc.get("environment", {}):
+            if var.startswith("HOOKSTREAM_"):
+                assert var in known, f"{name}: {var} is not read by any settings class"
+
+
+def test_commands_are_cli_subcommands(compose: dict[str, Any]) -> None:
+    for name, svc in _ours(compose).items():
+        argv = [*svc["command"], "--help"]
+        with pytest.raises(SystemExit) as exc:
+            cli_main(argv)
+        assert exc.value.code == 0, f"{name}: {svc['command']} is not a valid command"
+
+
+def test_dependencies_exist_and_services_wait_for_setup(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    for name, svc in services.items():
+        for dep in svc.get("depends_on", {}):
+            assert dep in services, f"{name} depends on unknown service {dep}"
+    for name in ("relay", "fanout", "dispatcher"):
+        deps = services[name]["depends_on"]
+        assert deps["migrate"]["condition"] == "service_completed_successfully"
+        assert deps["topics"]["condition"] == "service_completed_successfully"
+
+
+def test_health_checks_probe_the_port_each_service_listens_on(compose: dict[str, Any]) -> None:
+    port_var = {"relay": "HOOKSTREAM_RELAY_HTTP_PORT", "fanout": "HOOKSTREAM_FANOUT_HTTP_PORT",
+                "dispatcher": "HOOKSTREAM_DISPATCHER_HTTP_PORT"}
+    for name, var in port_var.items():
+        svc = compose["services"][name]
+        port = svc["environment"][var]
+        probe = " ".join(svc["healthcheck"]["test"])
+        assert f"127.0.0.1:{port}/healthz" in probe
+        assert svc["environment"]["HOOKSTREAM_HTTP_HOST"] == "0.0.0.0"
+
+
+def test_database_url_matches_the_postgres_service(compose: dict[str, Any]) -> None:
+    pg = compose["services"]["postgres"]["environment"]
+    for svc in _ours(compose).values():
+        url = svc["environment"]["HOOKSTREAM_DATABASE_URL"]
+        m = re.match(r"postgresql://(\w+):(\w+)@postgres:5432/(\w+)$", url)
+        assert m, url
+        assert m.groups() == (pg["POSTGRES_USER"], pg["POSTGRES_PASSWORD"], pg["POSTGRES_DB"])
+        assert svc["environment"]["HOOKSTREAM_KAFKA_BOOTSTRAP"] == "kafka:9092"
+
+
+def test_dockerfile_ships_what_the_package_needs() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    for folder in ("src", "services", "schemas"):
+        assert f"COPY {folder} ./{folder}" in text
+    assert 'ENTRYPOINT ["hookstream"]' in text

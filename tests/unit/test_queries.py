@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+import pytest
+
+from hookstream import queries
+
+
+def test_parse_named_blocks() -> None:
+    q = queries.parse("-- preamble\n-- name: a\nSELECT 1\n\n-- name: b\n-- why\nSELECT 2\n")
+    assert q == {"a": "SELECT 1", "b": "-- why\nSELECT 2"}
+
+
+def test_duplicate_names_are_refused() -> None:
+    with pytest.raises(ValueError, match="twice"):
+        queries.parse("-- name: a\nSELECT 1\n-- name: a\nSELECT 2\n")
+
+
+@pytest.mark.parametrize("concern", ["relay", "fanout", "dispatcher"])
+def test_shipped_files_load(concern: str) -> None:
+    assert queries.load(concern)
