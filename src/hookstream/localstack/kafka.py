@@ -364,7 +364,8 @@ def _admin_ready(timeout: float) -> int | None:
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap(), "logger": _rdkafka_log})
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap(), "logger": _rdkafka_log}
+    admin = AdminClient(config)
     try:
         metadata = admin.list_topics(timeout=timeout)
     except KafkaException:

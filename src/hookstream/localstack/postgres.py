@@ -292,10 +292,10 @@ def start(timeout: int = START_TIMEOUT) -> dict[str, Any]:
             _initdb(bin_dir)
         started = False
         if running(bin_dir):
-            info = _postmaster_info()
-            if info is not None and info[1] != port():
+            pm = _postmaster_info()
+            if pm is not None and pm[1] != port():
                 raise StackError(
-                    f"the local PostgreSQL (pid {info[0]}) already runs on port {info[1]}, not "
+                    f"the local PostgreSQL (pid {pm[0]}) already runs on port {pm[1]}, not "
                     f"{port()}; stop it first (down --only postgres)"
                 )
         else:
