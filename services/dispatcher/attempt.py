@@ -16,6 +16,7 @@ from typing import Any
 import aiohttp
 
 from hookstream.policy.classify import Decision, ErrorClass, classify
+from hookstream.policy.urlsafety import UnsafeURL, validate_endpoint_url
 from hookstream.safe_resolver import BlockedAddressError
 from hookstream.signing import webhook_headers
 
@@ -36,7 +37,7 @@ def _error_class(exc: BaseException) -> ErrorClass:
     # Order matters: aiohttp's exception classes inherit from one another.
     if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerTimeoutError):
         return ErrorClass.TIMEOUT
-    if isinstance(exc, BlockedAddressError):
+    if isinstance(exc, BlockedAddressError | UnsafeURL):
         return ErrorClass.BLOCKED_ADDRESS
     if isinstance(exc, aiohttp.ClientConnectorError):
         cause = exc.os_error
@@ -65,6 +66,7 @@ async def send(
     timeout_s: float,
     body_cap_bytes: int,
     user_agent: str,
+    allow_private: bool,
 ) -> AttemptResult:
     started_at = datetime.now(UTC)
     t0 = time.monotonic()
@@ -78,6 +80,9 @@ async def send(
     excerpt: str | None = None
     resp_headers: Any = {}
     try:
+        # aiohttp never asks the resolver about IP-literal hosts, so the connect-time
+        # guard cannot see them: the URL rules are applied again on every attempt.
+        validate_endpoint_url(url, allow_insecure=allow_private)
         # asyncio.timeout bounds the whole call (DNS, connect, TLS, request, headers and the
         # capped body read); aiohttp's own total timeout is the same figure as a backstop.
         async with asyncio.timeout(timeout_s):

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from hookstream.dispatcher.service import Dispatcher
+
 from hookstream.runner import run_service
 from hookstream.settings import DispatcherSettings
 

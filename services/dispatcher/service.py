@@ -1,32 +1,60 @@
-"""The dispatcher: delivery tasks → claimed deliveries → signed POSTs → durable outcomes.
+"""The dispatcher: delivery tasks → fair scheduling → claimed deliveries → signed POSTs →
+durable outcomes, retries through the delay tiers.
 
-One consumer polled from one worker thread (confluent-kafka is blocking); everything
-else runs on one asyncio loop. Messages complete out of order; a partition's offset
-is committed only up to its lowest unfinished message, and only after the outcome
-row is written.
+One consumer polled from one worker thread (confluent-kafka is blocking); everything else
+runs on one asyncio loop as a few named tasks:
+
+* ``poll``: reads tasks, defers what cannot be served soon (paused endpoint, a backlog
+  beyond what the endpoint drains in a few seconds) to a delay tier, queues the rest in
+  the ``FairScheduler``;
+* ``pump``: takes what the scheduler allows (endpoint and tenant caps and buckets, the
+  process cap), claims it in one round trip, starts the attempts;
+* ``writer``: per batch of finished attempts, makes retry/dead-letter records durable,
+  then writes attempt rows, delivery rows and circuit states in one transaction, and
+  only then lets the offsets advance;
+* ``committer``, ``reaper``, ``refresher``: offsets, dead workers' leases, endpoint settings.
+
+Messages complete out of order; a partition's offset is committed only up to its lowest
+unfinished message.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import random
 import threading
+import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import aiohttp
 import psycopg
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from hookstream.dispatcher.attempt import AttemptResult, send
+from hookstream.dispatcher.decide import (
+    DeliveryVerdict,
+    circuit_after,
+    delivery_verdict,
+    is_throttle,
+)
+from hookstream.dispatcher.delay import DelayForwarder
+from hookstream.dispatcher.store import AttemptRecord, Claim, EndpointRow, Store
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from hookstream.codec import CodecError, DeliveryTask, TaskKind
-from hookstream.dispatcher.attempt import AttemptResult, send
-from hookstream.dispatcher.store import ROW_STATUS, AttemptRecord, Claim, Store
-from hookstream.kafka import consumer_config, new_producer
+from hookstream.kafka import BrokerUnavailable, consumer_config, new_producer
 from hookstream.offsets import PartitionOffsets
+from hookstream.policy.backoff import BackoffPolicy
+from hookstream.policy.circuit import Admission, CircuitPolicy, CircuitState, Verdict, admission
 from hookstream.policy.classify import Outcome
+from hookstream.policy.scheduler import FairScheduler, Limits
+from hookstream.policy.token_bucket import AdaptiveRate
 from hookstream.safe_resolver import SafeResolver
 from hookstream.settings import DispatcherSettings
 from hookstream.topics import Topics
@@ -34,6 +62,34 @@ from hookstream.topics import Topics
 log = logging.getLogger("hookstream.dispatcher")
 T = TypeVar("T")
 TP = tuple[str, int]
+# Lanes and endpoint states unused this long are forgotten: memory stays bounded by the
+# endpoints that are active, not by every endpoint ever seen.
+IDLE_EVICT_S = 600.0
+WORST_N = 10
+
+
+@dataclass(slots=True)
+class Item:
+    task: DeliveryTask
+    tp: TP
+    offset: int
+    tracker: PartitionOffsets
+
+
+@dataclass(slots=True)
+class EndpointState:
+    row: EndpointRow
+    circuit: CircuitState
+    adaptive: AdaptiveRate
+    probing: bool = False
+    last_used: float = 0.0
+
+
+@dataclass(slots=True)
+class Finished:
+    record: AttemptRecord
+    verdict: DeliveryVerdict
+    item: Item
 
 
 class DispatcherMetrics:
@@ -53,10 +109,35 @@ class DispatcherMetrics:
         self.in_flight = Gauge(
             "hookstream_dispatcher_in_flight", "Attempts in flight in this process",
             registry=registry)
+        self.queued = Gauge(
+            "hookstream_dispatcher_queued", "Tasks waiting in this process's scheduler",
+            registry=registry)
+        self.endpoint_in_flight = Gauge(
+            "hookstream_dispatcher_endpoint_in_flight",
+            f"In-flight attempts of the {WORST_N} busiest endpoints of this process",
+            ["endpoint"], registry=registry)
         self.stale = Counter(
             "hookstream_dispatcher_stale_tasks_total",
             "Duplicate or stale tasks dropped (their delivery was not claimable)",
             registry=registry)
+        self.dropped = Counter(
+            "hookstream_dispatcher_tasks_dropped_total",
+            "Tasks of deleted or disabled endpoints (rows stay pending for replay)",
+            ["reason"], registry=registry)
+        self.deferred = Counter(
+            "hookstream_dispatcher_deferred_total", "Tasks sent to a delay tier instead of held",
+            ["reason"], registry=registry)
+        self.throttled = Counter(
+            "hookstream_dispatcher_throttled_total",
+            "429/503 answers that lowered an endpoint's rate", registry=registry)
+        self.retries = Counter(
+            "hookstream_retries_scheduled_total", "Automatic retries scheduled, by first tier",
+            ["tier"], registry=registry)
+        self.dead = Counter(
+            "hookstream_dead_letters_total", "Deliveries that became dead", registry=registry)
+        self.circuit = Counter(
+            "hookstream_circuit_transitions_total", "Endpoint circuit changes",
+            ["to"], registry=registry)
         self.poison = Counter(
             "hookstream_dispatcher_undecodable_tasks_total",
             "Task records that could not be decoded (sent to the dead-letter topic)",
@@ -71,19 +152,40 @@ class DispatcherMetrics:
 
 class Dispatcher:
     def __init__(self, settings: DispatcherSettings, registry: CollectorRegistry):
-        self.settings = settings
-        self.topics = Topics(settings.topic_prefix)
+        s = settings
+        self.settings = s
+        self.topics = Topics(s.topic_prefix)
+        self.tiers = self.topics.tiers
         self.metrics = DispatcherMetrics(registry)
+        self.registry = registry
         self.stop = threading.Event()
         self.healthy = False
         self.last_error: str | None = None
+        self.backoff = BackoffPolicy(
+            base_s=s.retry_base_s, cap_s=max(s.retry_cap_s, s.retry_base_s),
+            floor_s=min(s.retry_floor_s, s.retry_base_s), jitter=min(s.retry_jitter, 1.0),
+            window_s=s.retry_window_s, max_attempts=s.max_attempts)
+        self.circuit_policy = CircuitPolicy(
+            failure_threshold=s.circuit_failure_threshold, base_pause_s=s.circuit_base_pause_s,
+            max_pause_s=max(s.circuit_max_pause_s, s.circuit_base_pause_s),
+            disable_after_s=s.disable_after_s)
+        self.rng = random.Random()
+        tenant_limits = Limits(s.tenant_rate_per_s, s.tenant_burst, s.tenant_max_in_flight)
+        self.sched: FairScheduler[uuid.UUID, Item] = FairScheduler(
+            s.max_in_flight, lambda _tenant: tenant_limits)
+        self._endpoints: dict[uuid.UUID, EndpointState] = {}
         # Offsets are read by the rebalance callbacks on the Kafka thread: guard them.
         self._offsets: dict[TP, PartitionOffsets] = {}
         self._offsets_lock = threading.Lock()
         self._committed: dict[TP, int] = {}
         self._kafka = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka")
-        self._producer = new_producer(settings.kafka_bootstrap, "hookstream-dispatcher")
-        self._in_flight: set[asyncio.Task[None]] = set()
+        self._producer = new_producer(s.kafka_bootstrap, "hookstream-dispatcher")
+        self._attempts: set[asyncio.Task[None]] = set()
+        self._dirty_circuits: dict[uuid.UUID, CircuitState] = {}
+        self._disable: dict[uuid.UUID, str] = {}
+        self._wake = asyncio.Event()
+        self._room = asyncio.Event()
+        self._finished: asyncio.Queue[Finished] = asyncio.Queue()
 
     # -- Kafka, always from the one Kafka thread ----------------------------------------
     async def _k(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -97,18 +199,18 @@ class Dispatcher:
         log.info("partitions assigned", extra={"partitions": [tp.partition for tp in partitions]})
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        # Commit what is finished; unfinished work of these partitions is redelivered to
-        # their next owner, whose claim finds it in flight under our lease and skips it
-        # (our outcome, written when it lands, decides), or reclaims it once the lease
-        # expired if we die.
+        # Commit what is finished. Queued work of these partitions is dropped when the pump
+        # meets it (its tracker is gone); in-flight attempts finish and write their outcome
+        # under their lease, and the next owner's claim of the redelivered task is stale.
         commits = []
         with self._offsets_lock:
             for tp in partitions:
-                tracker = self._offsets.pop((tp.topic, tp.partition), None)
+                key = (tp.topic, tp.partition)
+                tracker = self._offsets.pop(key, None)
                 offset = tracker.committable() if tracker else None
-                if offset is not None and offset != self._committed.get((tp.topic, tp.partition)):
+                if offset is not None and offset != self._committed.get(key):
                     commits.append(TopicPartition(tp.topic, tp.partition, offset))
-                self._committed.pop((tp.topic, tp.partition), None)
+                self._committed.pop(key, None)
         if commits:
             try:
                 consumer.commit(offsets=commits, asynchronous=False)
@@ -124,19 +226,23 @@ class Dispatcher:
                 self._committed.pop((tp.topic, tp.partition), None)
         log.warning("partitions lost", extra={"partitions": [tp.partition for tp in partitions]})
 
-    def _track(self, msg: Message) -> None:
+    def _track(self, msg: Message) -> PartitionOffsets:
         with self._offsets_lock:
-            tracker = self._offsets.setdefault((msg.topic(), msg.partition()), PartitionOffsets())
+            key = (msg.topic(), msg.partition())
+            tracker = self._offsets.get(key)
+            if tracker is None:
+                tracker = self._offsets[key] = PartitionOffsets()
             tracker.track(msg.offset())
+            return tracker
 
-    def _complete(self, tp: TP, offset: int) -> None:
+    def _valid(self, item: Item) -> bool:
         with self._offsets_lock:
-            tracker = self._offsets.get(tp)
-            if tracker is not None:  # None: revoked meanwhile, the next owner redoes it
-                try:
-                    tracker.complete(offset)
-                except ValueError:
-                    pass  # a tracker replaced by a reassignment
+            return self._offsets.get(item.tp) is item.tracker
+
+    def _complete(self, item: Item) -> None:
+        with self._offsets_lock:
+            if self._offsets.get(item.tp) is item.tracker:  # else revoked: next owner redoes it
+                item.tracker.complete(item.offset)
 
     def _commit_now(self, consumer: Consumer) -> None:
         with self._offsets_lock:
@@ -157,41 +263,65 @@ class Dispatcher:
 
     async def _main(self) -> None:
         s = self.settings
+        self._wake = asyncio.Event()
+        self._room = asyncio.Event()
+        self._finished = asyncio.Queue()
         store = Store(s.database_url, s.lease_s)
         consumer = Consumer(consumer_config(
             s.kafka_bootstrap, s.group_id, "hookstream-dispatcher",
             **{"fetch.wait.max.ms": 50}))
         await self._k(consumer.subscribe, [self.topics.deliveries], on_assign=self._on_assign,
                       on_revoke=self._on_revoke, on_lost=self._on_lost)
+        delay = DelayForwarder(s.kafka_bootstrap, f"{s.group_id}-delay", self.topics, self.tiers,
+                               self.registry, self.stop).start()
         connector = aiohttp.TCPConnector(
             limit=s.max_in_flight, limit_per_host=0, ttl_dns_cache=10,
             resolver=SafeResolver(allow_private=s.allow_private_targets))
-        outcomes: asyncio.Queue[tuple[AttemptRecord, TP, int]] = asyncio.Queue()
         async with aiohttp.ClientSession(connector=connector) as session:
             await self._open_store(store)
             self.healthy = True
-            writer = asyncio.create_task(self._write_outcomes(store, outcomes), name="writer")
-            committer = asyncio.create_task(self._commit_loop(consumer), name="committer")
-            reaper = asyncio.create_task(self._reap_loop(store), name="reaper")
+            helpers = [
+                asyncio.create_task(self._pump(store, session), name="pump"),
+                asyncio.create_task(self._writer(store), name="writer"),
+                asyncio.create_task(self._commit_loop(consumer), name="committer"),
+                asyncio.create_task(self._reap_loop(store), name="reaper"),
+                asyncio.create_task(self._refresh_loop(store), name="refresher"),
+            ]
+            for h in helpers:
+                h.add_done_callback(self._helper_died)
             try:
-                await self._poll_loop(consumer, store, session, outcomes)
+                await self._poll_loop(consumer, store)
             finally:
                 # Drain: in-flight attempts finish (bounded by their deadline), their
                 # outcomes are written, then the final offsets are committed.
-                if self._in_flight:
-                    await asyncio.wait(self._in_flight, timeout=s.request_timeout_s + 5)
-                await outcomes.join()
-                for task in (writer, committer, reaper):
-                    task.cancel()
-                await asyncio.gather(writer, committer, reaper, return_exceptions=True)
+                helpers[0].cancel()
+                if self._attempts:
+                    await asyncio.wait(self._attempts, timeout=s.request_timeout_s + 5)
+                try:
+                    await asyncio.wait_for(self._finished.join(), timeout=30)
+                except TimeoutError:
+                    log.error("outcomes not written at shutdown; their tasks will be redelivered")
+                for h in helpers:
+                    h.cancel()
+                await asyncio.gather(*helpers, return_exceptions=True)
                 try:
                     await self._k(self._commit_now, consumer)
                 except KafkaException as exc:
                     log.warning("final commit failed", extra={"error": str(exc)})
                 await self._k(consumer.close)
+                delay.join(15)
                 await store.close()
                 self._producer.flush(10)
                 self._kafka.shutdown(wait=True)
+
+    def _helper_died(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            # A dead helper would silently stall delivery: stop the service instead, so
+            # the supervisor restarts it and the uncommitted work is redelivered.
+            log.error("dispatcher task died; stopping", extra={"task": task.get_name()},
+                      exc_info=task.exception())
+            self.healthy, self.last_error = False, f"{task.get_name()} died"
+            self.stop.set()
 
     async def _open_store(self, store: Store) -> None:
         while not self.stop.is_set():
@@ -203,84 +333,233 @@ class Dispatcher:
                 log.warning("database not reachable yet", extra={"error": str(exc)})
                 await asyncio.sleep(1)
 
-    async def _poll_loop(self, consumer: Consumer, store: Store, session: aiohttp.ClientSession,
-                         outcomes: asyncio.Queue[tuple[AttemptRecord, TP, int]]) -> None:
+    # -- poll: read, defer or queue ------------------------------------------------------
+    async def _poll_loop(self, consumer: Consumer, store: Store) -> None:
         s = self.settings
         while not self.stop.is_set():
-            free = s.max_in_flight - len(self._in_flight)
-            if free <= 0:
-                # Back-pressure: wait for a slot instead of reading more than we can hold.
-                await asyncio.wait(self._in_flight, return_when=asyncio.FIRST_COMPLETED)
+            if self.sched.queued >= s.max_queued:
+                # Back-pressure: read nothing more until the scheduler drains.
+                self._room.clear()
+                try:
+                    await asyncio.wait_for(self._room.wait(), timeout=0.5)
+                except TimeoutError:
+                    pass
                 continue
             try:
-                messages: list[Message] = await self._k(consumer.consume, min(free, 500), 0.1)
+                messages: list[Message] = await self._k(consumer.consume, 500, 0.1)
             except KafkaException as exc:
                 self._fail("kafka", exc)
                 await asyncio.sleep(1)
                 continue
-            tasks: list[tuple[DeliveryTask, TP, int]] = []
+            items: list[Item] = []
             for msg in messages:
                 err = msg.error()
                 if err is not None:
                     if err.code() != KafkaError._PARTITION_EOF:
                         self._fail("kafka", KafkaException(err))
                     continue
-                self._track(msg)
-                tp, offset = (msg.topic(), msg.partition()), msg.offset()
+                tracker = self._track(msg)
                 try:
-                    tasks.append((DeliveryTask.decode(msg.value() or b""), tp, offset))
+                    task = DeliveryTask.decode(msg.value() or b"")
                 except CodecError as exc:
                     self.metrics.poison.inc()
                     self._to_dead_letter(msg, str(exc))
-                    self._complete(tp, offset)
-            if not tasks:
-                continue
-            claims = await self._claim_with_retry(store, [t for t, _, _ in tasks])
-            by_id = {c.delivery_id: c for c in claims}
-            for task, tp, offset in tasks:
-                claim = by_id.pop(task.delivery_id, None)
-                if claim is None:
-                    self.metrics.stale.inc()
-                    self._complete(tp, offset)
+                    tracker.complete(msg.offset())
                     continue
-                if task.kind is TaskKind.NEW and claim.attempt_no == 1:
-                    self.metrics.first_attempt.observe(
-                        max(0.0, (datetime.now(UTC) - task.committed_at).total_seconds()))
-                job = asyncio.create_task(self._attempt(session, claim, tp, offset, outcomes))
-                self._in_flight.add(job)
-                job.add_done_callback(self._in_flight.discard)
-            self.metrics.in_flight.set(len(self._in_flight))
+                items.append(Item(task, (msg.topic(), msg.partition()), msg.offset(), tracker))
+            if items:
+                await self._ingest(store, items)
 
-    async def _claim_with_retry(self, store: Store, tasks: list[DeliveryTask]) -> list[Claim]:
-        # The tasks' offsets stay uncommitted while the database is away: nothing is lost,
-        # the poll loop simply does not move on.
-        delay = 0.5
+    async def _ingest(self, store: Store, items: list[Item]) -> None:
+        unknown = list({i.task.endpoint_id for i in items} - self._endpoints.keys())
+        if unknown:
+            for row in await self._db(store.load_endpoints, unknown):
+                self._remember(row)
+        now, now_m = time.time(), time.monotonic()
+        deferred: list[tuple[Item, float, str]] = []
+        touched: set[uuid.UUID] = set()
+        for item in items:
+            ep = self._endpoints.get(item.task.endpoint_id)
+            if ep is None or ep.row.status == "disabled":
+                self.metrics.dropped.labels("endpoint_gone" if ep is None else "disabled").inc()
+                self._complete(item)
+                continue
+            ep.last_used = now_m
+            due = item.task.due_at.timestamp()
+            if due > now + 1.0:
+                deferred.append((item, due, "not_due"))
+            elif ep.row.status == "paused":
+                # Paused by its owner: keep the task travelling, re-checked every minute.
+                deferred.append((item, now + 60.0, "paused"))
+            elif (adm := admission(self.circuit_policy, ep.circuit, now)) is Admission.OPEN:
+                assert ep.circuit.paused_until is not None
+                # Spread the return over a few seconds so a reopening is not one burst.
+                deferred.append((item, ep.circuit.paused_until + self.rng.uniform(0, 5), "circuit"))
+            else:
+                self._set_probing(ep, adm is Admission.PROBING)
+                self.sched.push(ep.row.id, item, now_m)
+                touched.add(ep.row.id)
+        for endpoint_id in touched:
+            deferred.extend(self._overflow(endpoint_id, now))
+        self.metrics.queued.set(self.sched.queued)
+        if deferred:
+            await self._defer(deferred)
+        self._wake.set()
+
+    def _overflow(self, endpoint_id: uuid.UUID, now: float) -> list[tuple[Item, float, str]]:
+        """What an endpoint cannot drain within the horizon leaves memory for a delay tier,
+        due when its bucket would reach it: memory stays flat whatever the backlog."""
+        ep = self._endpoints[endpoint_id]
+        rate = max(ep.adaptive.effective, 0.001)
+        keep = max(2 * ep.row.max_in_flight, int(rate * self.settings.backlog_horizon_s))
+        excess = self.sched.pop_excess(endpoint_id, keep)
+        return [(item, now + (keep + k) / rate, "backlog") for k, item in enumerate(excess)]
+
+    async def _defer(self, deferred: list[tuple[Item, float, str]]) -> None:
+        now = time.time()
+        for item, due, reason in deferred:
+            task = dataclasses.replace(item.task, due_at=datetime.fromtimestamp(due, UTC))
+            hop = self.tiers.route(due - now)
+            topic = self.topics.deliveries if hop is None else self.tiers.topic(hop)
+            self._produce(topic, task.key, task.encode())
+            self.metrics.deferred.labels(reason).inc()
+        await self._flush()
+        for item, _, _ in deferred:
+            self._complete(item)
+
+    # -- pump: take what the scheduler allows, claim, send ----------------------------------
+    async def _pump(self, store: Store, session: aiohttp.ClientSession) -> None:
         while True:
+            timer = self.sched.next_timer_at()
+            timeout = 0.5 if timer is None else max(0.0, min(0.5, timer - time.monotonic()))
             try:
-                claims = await store.claim(tasks)
-                self.healthy, self.last_error = True, None
-                return claims
-            except (psycopg.Error, OSError) as exc:
-                self._fail("database", exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 10.0)
+                await asyncio.wait_for(self._wake.wait(), timeout=timeout)
+            except TimeoutError:
+                pass
+            self._wake.clear()
+            while True:
+                picked = [(k, i) for k, i in self.sched.take(time.monotonic(), 200)]
+                if not picked:
+                    break
+                live = []
+                for key, item in picked:
+                    if self._valid(item):
+                        live.append((key, item))
+                    else:
+                        self.sched.release(key, time.monotonic())  # revoked meanwhile
+                if live:
+                    await self._claim_and_send(store, session, live)
+            self.metrics.queued.set(self.sched.queued)
+            self.metrics.in_flight.set(len(self._attempts))
+            if self.sched.queued < self.settings.max_queued:
+                self._room.set()
 
-    async def _attempt(self, session: aiohttp.ClientSession, claim: Claim, tp: TP, offset: int,
-                       outcomes: asyncio.Queue[tuple[AttemptRecord, TP, int]]) -> None:
+    async def _claim_and_send(self, store: Store, session: aiohttp.ClientSession,
+                              picked: list[tuple[uuid.UUID, Item]]) -> None:
+        claims = await self._db(store.claim, [item.task for _, item in picked])
+        by_id = {c.delivery_id: c for c in claims}
+        now = datetime.now(UTC)
+        for key, item in picked:
+            claim = by_id.pop(item.task.delivery_id, None)
+            if claim is None:
+                self.metrics.stale.inc()
+                self.sched.release(key, time.monotonic())
+                self._complete(item)
+                continue
+            if item.task.kind is TaskKind.NEW and claim.attempt_no == 1:
+                self.metrics.first_attempt.observe(
+                    max(0.0, (now - item.task.committed_at).total_seconds()))
+            job = asyncio.create_task(self._attempt(session, claim, item))
+            self._attempts.add(job)
+            job.add_done_callback(self._attempts.discard)
+
+    async def _attempt(self, session: aiohttp.ClientSession, claim: Claim, item: Item) -> None:
         s = self.settings
         result = await send(
             session, url=claim.url, delivery_id=str(claim.delivery_id), body=claim.payload,
             secrets=claim.secrets, timeout_s=s.request_timeout_s,
-            body_cap_bytes=s.response_body_cap_bytes, user_agent=s.user_agent)
+            body_cap_bytes=s.response_body_cap_bytes, user_agent=s.user_agent,
+            allow_private=s.allow_private_targets)
         self._observe(result)
-        outcome = result.decision.outcome
-        await outcomes.put((AttemptRecord(
-            claim=claim, status=ROW_STATUS[outcome], started_at=result.started_at,
+        now = time.time()
+        verdict = delivery_verdict(
+            result.decision, attempt_no=claim.attempt_no, manual=claim.manual,
+            expires_at_s=claim.expires_at_s, now_s=now, policy=self.backoff, rng=self.rng)
+        self._endpoint_feedback(claim.endpoint_id, result, now)
+        self.sched.release(claim.endpoint_id, time.monotonic())
+        self._wake.set()
+        record = AttemptRecord(
+            claim=claim, status=verdict.status.value, started_at=result.started_at,
             finished_at=result.finished_at, status_code=result.status_code,
             latency_ms=result.latency_ms,
             error_class=result.error_class.value if result.error_class else None,
-            outcome=outcome.value, excerpt=result.excerpt, error=result.error,
-            disable_endpoint=outcome is Outcome.DISABLE), tp, offset))
+            outcome=result.decision.outcome.value, excerpt=result.excerpt, error=result.error,
+            next_at_s=verdict.retry_due_s)
+        await self._finished.put(Finished(record, verdict, item))
+
+    def _endpoint_feedback(self, endpoint_id: uuid.UUID, result: AttemptResult,
+                           now: float) -> None:
+        """Circuit and adaptive rate: the endpoint's answer shapes what it gets next."""
+        ep = self._endpoints.get(endpoint_id)
+        if ep is None:
+            return
+        decision = result.decision
+        now_m = time.monotonic()
+        if is_throttle(result.status_code):
+            self.metrics.throttled.inc()
+            self.sched.set_rate(endpoint_id, ep.adaptive.on_throttled(), now_m)
+            if decision.retry_after_s:
+                self.sched.hold(endpoint_id, now_m + min(decision.retry_after_s, 60.0))
+        elif decision.outcome is Outcome.DELIVERED and ep.adaptive.effective < ep.adaptive.configured:
+            self.sched.set_rate(endpoint_id, ep.adaptive.on_success(), now_m)
+        circuit, verdict = circuit_after(decision, result.status_code, ep.circuit,
+                                         self.circuit_policy, now)
+        if circuit != ep.circuit:
+            ep.circuit = circuit
+            self._dirty_circuits[endpoint_id] = circuit
+        if decision.outcome is Outcome.DELIVERED and ep.probing:
+            self._set_probing(ep, False)
+            self.metrics.circuit.labels("closed").inc()
+        if decision.outcome is Outcome.DISABLE:
+            verdict = Verdict.DISABLE
+            reason = "the endpoint answered 410 Gone"
+        else:
+            reason = (f"failing continuously since "
+                      f"{datetime.fromtimestamp(circuit.first_failure_at or now, UTC):%Y-%m-%d %H:%M}Z")
+        if verdict is Verdict.DISABLE:
+            ep.row = dataclasses.replace(ep.row, status="disabled")
+            self._disable[endpoint_id] = reason
+            self.metrics.circuit.labels("disabled").inc()
+            log.warning("endpoint disabled", extra={"endpoint": str(endpoint_id), "reason": reason})
+        elif verdict is Verdict.PAUSE:
+            assert circuit.paused_until is not None
+            self.sched.hold(endpoint_id, now_m + (circuit.paused_until - now))
+            self.metrics.circuit.labels("open").inc()
+            log.warning("endpoint circuit opened", extra={
+                "endpoint": str(endpoint_id), "failures": circuit.consecutive_failures,
+                "paused_for_s": round(circuit.paused_until - now, 1)})
+        if verdict is not Verdict.NONE:
+            # Its queued tasks leave memory: deferred until the pause ends, or dropped
+            # (rows stay pending, replayable after re-enabling) when disabled.
+            queued = self.sched.pop_excess(endpoint_id, 0)
+            if verdict is Verdict.DISABLE:
+                for item in queued:
+                    self.metrics.dropped.labels("disabled").inc()
+                    self._complete(item)
+            elif queued:
+                until = circuit.paused_until or now
+                asyncio.get_running_loop().create_task(self._defer(
+                    [(i, until + self.rng.uniform(0, 5), "circuit") for i in queued]))
+
+    def _set_probing(self, ep: EndpointState, probing: bool) -> None:
+        # After a pause only a probe's worth of traffic: one request at a time until one
+        # succeeds, then the endpoint's own limits again.
+        if ep.probing == probing:
+            return
+        ep.probing = probing
+        cap = 1 if probing else ep.row.max_in_flight
+        self.sched.set_endpoint(ep.row.id, ep.row.tenant,
+                                Limits(ep.adaptive.effective, ep.row.burst, cap), time.monotonic())
 
     def _observe(self, result: AttemptResult) -> None:
         code = result.status_code
@@ -289,29 +568,43 @@ class Dispatcher:
         self.metrics.attempts.labels(result.decision.outcome.value, status_class).inc()
         self.metrics.latency.observe(result.latency_ms / 1000.0)
 
-    async def _write_outcomes(self, store: Store,
-                              queue: asyncio.Queue[tuple[AttemptRecord, TP, int]]) -> None:
-        """Batch outcome rows: one transaction for everything that finished meanwhile."""
+    # -- writer: retries/dead letters durable first, then one transaction ----------------
+    async def _writer(self, store: Store) -> None:
         while True:
-            batch = [await queue.get()]
-            await asyncio.sleep(0.005)  # let the attempts finishing together join the batch
-            while not queue.empty() and len(batch) < 1000:
-                batch.append(queue.get_nowait())
-            delay = 0.2
-            while True:
-                try:
-                    await store.record([r for r, _, _ in batch])
-                    break
-                except (psycopg.Error, OSError) as exc:
-                    # Keep the outcomes and try again: the offsets stay uncommitted, so
-                    # even a crash here only leads to a redelivered (stale) task.
-                    self._fail("database", exc)
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, 10.0)
-            for _, tp, offset in batch:
-                self._complete(tp, offset)
-                queue.task_done()
+            batch = [await self._finished.get()]
+            await asyncio.sleep(0.005)  # let attempts finishing together join the batch
+            while not self._finished.empty() and len(batch) < 1000:
+                batch.append(self._finished.get_nowait())
+            now = time.time()
+            produced = False
+            for f in batch:
+                task = f.item.task
+                if f.verdict.retry_due_s is not None:
+                    retry = DeliveryTask(
+                        delivery_id=task.delivery_id, event_id=task.event_id,
+                        endpoint_id=task.endpoint_id, tenant=task.tenant, kind=TaskKind.RETRY,
+                        due_at=datetime.fromtimestamp(f.verdict.retry_due_s, UTC),
+                        committed_at=task.committed_at, lease_version=f.record.claim.lease_version)
+                    hop = self.tiers.route(f.verdict.retry_due_s - now)
+                    topic = self.topics.deliveries if hop is None else self.tiers.topic(hop)
+                    self._produce(topic, retry.key, retry.encode())
+                    self.metrics.retries.labels(topic.rsplit(".", 1)[-1]).inc()
+                    produced = True
+                elif f.verdict.dead_letter:
+                    self._produce(self.topics.dead, task.key, task.encode(), headers=[
+                        ("hookstream-reason", (f.record.error or "dead").encode()[:500])])
+                    self.metrics.dead.inc()
+                    produced = True
+            if produced:
+                await self._flush()
+            circuits, self._dirty_circuits = self._dirty_circuits, {}
+            disable, self._disable = self._disable, {}
+            await self._db(store.record, [f.record for f in batch], circuits, disable)
+            for f in batch:
+                self._complete(f.item)
+                self._finished.task_done()
 
+    # -- background loops ----------------------------------------------------------------
     async def _commit_loop(self, consumer: Consumer) -> None:
         while True:
             await asyncio.sleep(0.5)
@@ -328,10 +621,8 @@ class Dispatcher:
                     delivery_id=r["delivery_id"], event_id=r["event_id"],
                     endpoint_id=r["endpoint_id"], tenant=r["tenant"], kind=TaskKind.RETRY,
                     due_at=now, committed_at=now, lease_version=r["lease_version"])
-                self._producer.produce(self.topics.deliveries, key=task.key, value=task.encode())
-            remaining = await asyncio.to_thread(self._producer.flush, 30)
-            if remaining:
-                raise RuntimeError(f"{remaining} reaped tasks not acknowledged")
+                self._produce(self.topics.deliveries, task.key, task.encode())
+            await self._flush()
 
         while True:
             await asyncio.sleep(min(5.0, self.settings.lease_s / 2))
@@ -340,14 +631,101 @@ class Dispatcher:
                 if n:
                     self.metrics.reaped.inc(n)
                     log.warning("expired leases handed back", extra={"count": n})
-            except Exception as exc:
+            except (psycopg.Error, OSError, BrokerUnavailable) as exc:
                 self._fail("reaper", exc)
+
+    async def _refresh_loop(self, store: Store) -> None:
+        """Endpoint settings changed by their owners (rate, cap, pause, re-enable) reach
+        the scheduler within a few seconds; unused state is forgotten."""
+        while True:
+            await asyncio.sleep(self.settings.endpoint_refresh_s)
+            now_m = time.monotonic()
+            self.sched.evict_idle(now_m, IDLE_EVICT_S)
+            for key in [k for k, ep in self._endpoints.items()
+                        if now_m - ep.last_used > IDLE_EVICT_S and not self.sched.has_endpoint(k)]:
+                del self._endpoints[key]
+            ids = list(self._endpoints)
+            try:
+                for i in range(0, len(ids), 1000):
+                    for row in await store.load_endpoints(ids[i:i + 1000]):
+                        self._remember(row)
+            except (psycopg.Error, OSError) as exc:
+                self._fail("database", exc)
+            self._export_worst()
+
+    def _remember(self, row: EndpointRow) -> None:
+        ep = self._endpoints.get(row.id)
+        if ep is None:
+            ep = EndpointState(row=row, circuit=row.circuit, adaptive=AdaptiveRate(
+                row.rate_per_s, max(row.rate_per_s / 16, 0.05)), last_used=time.monotonic())
+            self._endpoints[row.id] = ep
+        elif row != ep.row:
+            if row.config_version != ep.row.config_version:
+                # Changed by its owner or an operator (re-enabled, reset): their circuit wins.
+                ep.circuit = row.circuit
+            if row.rate_per_s != ep.row.rate_per_s:
+                ep.adaptive = AdaptiveRate(row.rate_per_s, max(row.rate_per_s / 16, 0.05))
+            ep.row = row
+        cap = 1 if ep.probing else row.max_in_flight
+        self.sched.set_endpoint(row.id, row.tenant,
+                                Limits(ep.adaptive.effective, row.burst, cap), time.monotonic())
+
+    def _export_worst(self) -> None:
+        # Bounded cardinality: only the busiest few endpoints get a series.
+        busiest = sorted(((self.sched.in_flight_for(k), k) for k in self._endpoints),
+                         reverse=True)[:WORST_N]
+        self.metrics.endpoint_in_flight.clear()
+        for n, key in busiest:
+            if n:
+                self.metrics.endpoint_in_flight.labels(str(key)).set(n)
+
+    # -- I/O helpers ----------------------------------------------------------------------
+    async def _db(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Retry a database call until it succeeds: the offsets of the work it concerns stay
+        uncommitted meanwhile, so even a crash here loses nothing."""
+        delay = 0.2
+        while True:
+            try:
+                result = await fn(*args)
+                if not self.healthy:
+                    self.healthy, self.last_error = True, None
+                return result
+            except (psycopg.Error, OSError) as exc:
+                self._fail("database", exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 10.0)
+
+    def _produce(self, topic: str, key: bytes, value: bytes, headers: Any = None) -> None:
+        while True:
+            try:
+                self._producer.produce(topic, key=key, value=value, headers=headers,
+                                       on_delivery=self._on_delivery)
+                return
+            except BufferError:
+                self._producer.poll(0.05)
+
+    def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            self._delivery_failed = True
+
+    async def _flush(self) -> None:
+        """Wait until every record produced so far is acknowledged; retry on failure (a
+        failed batch is produced again by its caller's retry, never assumed durable)."""
+        delay = 0.5
+        while True:
+            self._delivery_failed = False
+            remaining = await asyncio.to_thread(self._producer.flush, 30)
+            if not remaining and not self._delivery_failed:
+                return
+            self._fail("kafka", BrokerUnavailable(f"{remaining} records unacknowledged"))
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 10.0)
 
     def _to_dead_letter(self, msg: Message, reason: str) -> None:
         log.error("undecodable task sent to the dead-letter topic",
                   extra={"reason": reason, "partition": msg.partition(), "offset": msg.offset()})
-        self._producer.produce(self.topics.dead, key=msg.key() or b"", value=msg.value() or b"",
-                               headers=[("hookstream-reason", reason.encode())])
+        self._produce(self.topics.dead, msg.key() or b"", msg.value() or b"",
+                      headers=[("hookstream-reason", reason.encode())])
         self._producer.poll(0)
 
     def _fail(self, kind: str, exc: BaseException) -> None:

@@ -11,19 +11,10 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from hookstream import queries
-from hookstream.codec import DeliveryTask
-from hookstream.policy.classify import Outcome
+from hookstream.codec import DeliveryTask, TaskKind
+from hookstream.policy.circuit import CircuitState
 
 Q = queries.load("dispatcher")
-
-# What a decision does to the delivery row until retries (delay tiers) take over RETRY.
-ROW_STATUS = {
-    Outcome.DELIVERED: "delivered",
-    Outcome.RETRY: "failed",
-    Outcome.FAILED: "failed",
-    Outcome.DEAD: "dead",
-    Outcome.DISABLE: "failed",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +28,8 @@ class Claim:
     url: str
     payload: bytes
     secrets: list[str]
+    manual: bool
+    expires_at_s: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +44,19 @@ class AttemptRecord:
     outcome: str
     excerpt: str | None
     error: str | None
-    disable_endpoint: bool
+    next_at_s: float | None  # the retry's due time when status is pending
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointRow:
+    id: uuid.UUID
+    tenant: str
+    status: str
+    rate_per_s: float
+    burst: int
+    max_in_flight: int
+    config_version: int
+    circuit: CircuitState
 
 
 class Store:
@@ -75,6 +80,7 @@ class Store:
             cur = await conn.execute(Q["claim"], {
                 "delivery_id": [t.delivery_id for t in tasks],
                 "lease_version": [t.lease_version for t in tasks],
+                "manual": [t.kind is TaskKind.REPLAY for t in tasks],
                 "lease_s": self.lease_s,
             })
             rows = await cur.fetchall()
@@ -82,10 +88,29 @@ class Store:
             delivery_id=r["delivery_id"], lease_version=r["lease_version"],
             attempt_no=r["attempt_no"], endpoint_id=r["endpoint_id"], event_id=r["event_id"],
             tenant=r["tenant"], url=r["url"], payload=bytes(r["payload"]),
-            secrets=list(r["secrets"])) for r in rows]
+            secrets=list(r["secrets"]), manual=r["manual"], expires_at_s=r["expires_at_s"])
+            for r in rows]
 
-    async def record(self, outcomes: list[AttemptRecord]) -> None:
-        if not outcomes:
+    async def load_endpoints(self, ids: list[uuid.UUID]) -> list[EndpointRow]:
+        conn: AsyncConnection[Any]
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(Q["load_endpoints"], {"ids": ids})
+            rows = await cur.fetchall()
+        return [EndpointRow(
+            id=r["id"], tenant=r["tenant"], status=r["status"], rate_per_s=r["rate_per_s"],
+            burst=r["burst"], max_in_flight=r["max_in_flight"],
+            config_version=r["config_version"],
+            circuit=CircuitState(r["consecutive_failures"], r["first_failure_at"],
+                                 r["paused_until"])) for r in rows]
+
+    async def record(
+        self,
+        outcomes: list[AttemptRecord],
+        circuits: dict[uuid.UUID, CircuitState],
+        disable: dict[uuid.UUID, str],
+    ) -> None:
+        """One transaction: attempt rows, delivery rows, circuit states, disablements."""
+        if not outcomes and not circuits and not disable:
             return
         conn: AsyncConnection[Any]
         async with self.pool.connection() as conn, conn.transaction():
@@ -102,11 +127,20 @@ class Store:
                 "outcome": [o.outcome for o in outcomes],
                 "excerpt": [o.excerpt for o in outcomes],
                 "error": [o.error for o in outcomes],
+                "next_at": [o.next_at_s for o in outcomes],
             })
-            gone = list({o.claim.endpoint_id for o in outcomes if o.disable_endpoint})
-            if gone:
+            if circuits:
+                ids = list(circuits)
+                await conn.execute(Q["update_circuits"], {
+                    "ids": ids,
+                    "failures": [circuits[i].consecutive_failures for i in ids],
+                    "first_failure_at": [circuits[i].first_failure_at for i in ids],
+                    "paused_until": [circuits[i].paused_until for i in ids],
+                })
+            if disable:
+                ids = list(disable)
                 await conn.execute(Q["disable_endpoints"], {
-                    "ids": gone, "reason": "endpoint answered 410 Gone"})
+                    "ids": ids, "reasons": [disable[i] for i in ids]})
 
     async def expired_leases(self, limit: int, produce: Any) -> int:
         """Hand deliveries whose worker died back to the queue: ``produce`` is awaited with

@@ -43,7 +43,9 @@ class BlockedAddressError(OSError):
 class SafeResolver(AbstractResolver):
     """Wraps ``inner`` (a ThreadedResolver by default) and owns it: ``close`` closes it."""
 
-    def __init__(self, inner: AbstractResolver | None = None, *, allow_private: bool = False):
+    def __init__(
+        self, inner: AbstractResolver | None = None, *, allow_private: bool = False
+    ) -> None:
         # ThreadedResolver binds the running loop when built, so the default waits for
         # the first resolve instead of requiring construction inside a loop.
         self._inner = inner

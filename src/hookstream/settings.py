@@ -150,6 +150,30 @@ class DispatcherSettings(CommonSettings):
         "development only: allow http:// and loopback/private receivers",
     )
     user_agent: str = env_field("USER_AGENT", "hookstream/0.1")
+    max_queued: int = env_field(
+        "DISPATCHER_MAX_QUEUED", 20_000, pos_int,
+        "tasks held in memory; past it the dispatcher stops reading until work drains")
+    backlog_horizon_s: float = env_field(
+        "BACKLOG_HORIZON_S", 5.0, pos_float,
+        "an endpoint keeps in memory what it can drain in this time; the rest is deferred")
+    tenant_max_in_flight: int = env_field("TENANT_MAX_IN_FLIGHT", 64, pos_int)
+    tenant_rate_per_s: float = env_field("TENANT_RATE_PER_S", 2_000.0, pos_float)
+    tenant_burst: int = env_field("TENANT_BURST", 4_000, pos_int)
+    retry_base_s: float = env_field("RETRY_BASE_S", 30.0, pos_float, "first retry delay")
+    retry_cap_s: float = env_field("RETRY_CAP_S", 6 * 3600.0, pos_float, "longest retry delay")
+    retry_floor_s: float = env_field(
+        "RETRY_FLOOR_S", 5.0, pos_float, "no retry sooner than this: never immediate")
+    retry_jitter: float = env_field("RETRY_JITTER", 0.5, nonneg_float)
+    retry_window_s: float = env_field("RETRY_WINDOW_S", 86_400.0, pos_float)
+    max_attempts: int = env_field("MAX_ATTEMPTS", 15, pos_int)
+    circuit_failure_threshold: int = env_field("CIRCUIT_FAILURE_THRESHOLD", 5, pos_int)
+    circuit_base_pause_s: float = env_field("CIRCUIT_BASE_PAUSE_S", 30.0, pos_float)
+    circuit_max_pause_s: float = env_field("CIRCUIT_MAX_PAUSE_S", 3600.0, pos_float)
+    disable_after_s: float = env_field(
+        "DISABLE_AFTER_S", 3 * 86_400.0, pos_float,
+        "an endpoint failing continuously this long is disabled and its owner told")
+    endpoint_refresh_s: float = env_field(
+        "ENDPOINT_REFRESH_S", 5.0, pos_float, "how often endpoint settings are re-read")
 
 
 ALL_SETTINGS: tuple[type, ...] = (RelaySettings, FanoutSettings, DispatcherSettings)

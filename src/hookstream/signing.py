@@ -116,8 +116,10 @@ def verify(
         version, sep, value = candidate.partition(",")
         # Other versions (e.g. v1a asymmetric) are for other verifiers; skipping them
         # keeps the header forward compatible.
-        if sep and version == SIGNATURE_VERSION and hmac.compare_digest(
-            expected, value.encode("utf-8", "surrogatepass")
+        if (
+            sep
+            and version == SIGNATURE_VERSION
+            and hmac.compare_digest(expected, value.encode("utf-8", "surrogatepass"))
         ):
             return
     raise VerificationError("no matching signature")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hookstream.policy.tiers import Tiers
+
 
 @dataclass(frozen=True)
 class TopicSpec:
@@ -28,6 +30,10 @@ class Topics:
     def dead(self) -> str:
         return f"{self.prefix}.dead"
 
+    @property
+    def tiers(self) -> Tiers:
+        return Tiers(self.prefix)
+
     def specs(self, partitions: int = 6) -> list[TopicSpec]:
         # A week of retention is far beyond any consumer outage we plan for; the durable
         # truth is PostgreSQL, the topics are the work queue.
@@ -36,4 +42,6 @@ class Topics:
             TopicSpec(self.events, partitions, keep),
             TopicSpec(self.deliveries, partitions, keep),
             TopicSpec(self.dead, 1, {"retention.ms": str(30 * 24 * 3600 * 1000)}),
+            # Tier partitions mirror the deliveries topic's so a hop keeps the key's spread.
+            *(TopicSpec(t, partitions, keep) for t in self.tiers.topics),
         ]

@@ -52,14 +52,17 @@ def test_invalid_policy_names_the_field(kwargs: dict[str, object], field: str) -
 
 
 def test_defaults_match_the_design() -> None:
-    assert DEFAULT == BackoffPolicy(
-        base_s=30.0,
-        multiplier=2.0,
-        cap_s=21600.0,
-        floor_s=5.0,
-        jitter=0.5,
-        window_s=86400.0,
-        max_attempts=15,
+    assert (
+        BackoffPolicy(
+            base_s=30.0,
+            multiplier=2.0,
+            cap_s=21600.0,
+            floor_s=5.0,
+            jitter=0.5,
+            window_s=86400.0,
+            max_attempts=15,
+        )
+        == DEFAULT
     )
 
 

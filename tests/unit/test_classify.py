@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import math
-from email.utils import format_datetime
+import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
+from email.utils import format_datetime
 
 import pytest
 from hypothesis import given, settings
@@ -94,14 +96,13 @@ def test_transport_errors(error: ErrorClass, outcome: Outcome) -> None:
 
 
 def test_transport_error_wins_over_status() -> None:
-    assert classify(200, ErrorClass.TIMEOUT, {}, NOW) == Decision(
-        Outcome.RETRY, ErrorClass.TIMEOUT
-    )
+    assert classify(200, ErrorClass.TIMEOUT, {}, NOW) == Decision(Outcome.RETRY, ErrorClass.TIMEOUT)
 
 
-@pytest.mark.parametrize(
-    "recording", [ErrorClass.HTTP_2XX, ErrorClass.HTTP_3XX, ErrorClass.HTTP_4XX, ErrorClass.HTTP_5XX]
-)
+HTTP_CLASSES = [ErrorClass.HTTP_2XX, ErrorClass.HTTP_3XX, ErrorClass.HTTP_4XX, ErrorClass.HTTP_5XX]
+
+
+@pytest.mark.parametrize("recording", HTTP_CLASSES)
 def test_http_classes_passed_as_error_defer_to_status(recording: ErrorClass) -> None:
     assert classify(410, recording, {}, NOW).outcome is Outcome.DISABLE
 
@@ -170,6 +171,17 @@ def test_parse_retry_after_past_date_is_zero() -> None:
     assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", NOW) == 0.0
 
 
+@pytest.fixture
+def non_utc_local_time(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    # A naive datetime's timestamp() uses local time; a POSIX TZ needs no tz database.
+    monkeypatch.setenv("TZ", "EST+5")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.mark.usefixtures("non_utc_local_time")
 def test_parse_retry_after_minus_zero_zone_is_utc() -> None:
     assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 -0000", 1445412000.0) == 480.0
 

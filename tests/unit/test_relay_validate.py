@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import pytest
-
 from hookstream.relay.validate import rejection_reason
 
 

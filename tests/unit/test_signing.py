@@ -101,7 +101,19 @@ def test_decode_secret_with_and_without_prefix() -> None:
     assert decode_secret("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw") == raw
 
 
-@pytest.mark.parametrize("bad", ["whsec_not base64!", "whsec_abc", "whsec_", "", "whsec_====="])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "whsec_not base64!",
+        "whsec_abc",
+        "whsec_",
+        "",
+        "whsec_=====",
+        # A stray character must not be silently dropped into a valid-looking key.
+        "whsec_MfKQ9r8G*KYqrTwjUPD8ILPZIo2LaLaSw",
+        "whsec_MfKQ9r8G KYqrTwjUPD8ILPZIo2LaLaSw",
+    ],
+)
 def test_decode_secret_rejects_bad_base64(bad: str) -> None:
     with pytest.raises(ValueError, match="webhook secret"):
         decode_secret(bad)
@@ -115,7 +127,11 @@ def test_verify_accepts_the_official_vector() -> None:
 
 
 def test_verify_header_names_are_case_insensitive() -> None:
-    mixed = {"Webhook-Id": MSG_ID, "WEBHOOK-TIMESTAMP": str(TIMESTAMP), "webhook-Signature": EXPECTED}
+    mixed = {
+        "Webhook-Id": MSG_ID,
+        "WEBHOOK-TIMESTAMP": str(TIMESTAMP),
+        "webhook-Signature": EXPECTED,
+    }
     verify(SECRET, mixed, BODY, now=TIMESTAMP)
 
 
@@ -171,7 +187,9 @@ def test_verify_rejects_negative_tolerance() -> None:
         verify(SECRET, headers(), BODY, now=TIMESTAMP, tolerance_s=-1)
 
 
-@pytest.mark.parametrize("ts", ["abc", "-1614265330", "+1614265330", " 1614265330", "1.5", "٣", "9" * 5000])
+@pytest.mark.parametrize(
+    "ts", ["abc", "-1614265330", "+1614265330", " 1614265330", "1.5", "٣", "9" * 5000]
+)
 def test_verify_invalid_timestamp(ts: str) -> None:
     with pytest.raises(VerificationError, match="invalid webhook-timestamp"):
         verify(SECRET, headers(ts=ts), BODY, now=TIMESTAMP)

@@ -260,7 +260,8 @@ def test_good_urls(url: str) -> None:
 
 def test_returns_the_split_url() -> None:
     parts = validate_endpoint_url("https://example.com:8443/a?b=c", allow_insecure=False)
-    assert (parts.hostname, parts.port, parts.path, parts.query) == ("example.com", 8443, "/a", "b=c")
+    got = (parts.hostname, parts.port, parts.path, parts.query)
+    assert got == ("example.com", 8443, "/a", "b=c")
 
 
 BAD = [

@@ -76,13 +76,13 @@ def next_delay(
     # the cap and the window arithmetic exact.
     delay = rng.uniform(ceiling * (1 - policy.jitter), ceiling)
     delay = max(delay, policy.floor_s)
-    if retry_after_s is not None and math.isfinite(retry_after_s) and retry_after_s >= 0:
+    # NaN fails the comparison and is ignored like any other nonsense value.
+    if retry_after_s is not None and retry_after_s >= 0:
         # The receiver may ask us to wait longer, never to hammer it sooner than planned,
         # and never beyond the cap (a hostile header must not park a delivery forever).
         delay = max(delay, min(retry_after_s, policy.cap_s))
-    elif retry_after_s == math.inf:
-        delay = policy.cap_s
-    return min(delay, policy.cap_s)
+    # Every term is already <= cap_s: the ceiling is capped and floor_s <= cap_s.
+    return delay
 
 
 def schedule_retry(

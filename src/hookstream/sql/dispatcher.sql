@@ -4,8 +4,8 @@
 -- The attempt row is written now, before the POST, so every request a receiver ever
 -- sees has an attempt row (an attempt cut short by a crash is closed by reap).
 WITH task AS (
-    SELECT * FROM unnest(%(delivery_id)s::uuid[], %(lease_version)s::int[])
-        AS t(delivery_id, lease_version)
+    SELECT * FROM unnest(%(delivery_id)s::uuid[], %(lease_version)s::int[], %(manual)s::bool[])
+        AS t(delivery_id, lease_version, manual)
 ),
 claimed AS (
     UPDATE deliveries d
@@ -18,13 +18,15 @@ claimed AS (
     WHERE d.delivery_id = task.delivery_id
       AND d.lease_version = task.lease_version
       AND (d.status = 'pending' OR (d.status = 'in_flight' AND d.lease_expires_at < now()))
-    RETURNING d.delivery_id, d.event_id, d.endpoint_id, d.lease_version, d.attempts
+    RETURNING d.delivery_id, d.event_id, d.endpoint_id, d.lease_version, d.attempts,
+              d.expires_at, task.manual
 ),
 started AS (
     INSERT INTO attempts (delivery_id, attempt_no, started_at, outcome, manual)
-    SELECT delivery_id, attempts, now(), 'in_flight', false FROM claimed
+    SELECT delivery_id, attempts, now(), 'in_flight', manual FROM claimed
 )
 SELECT c.delivery_id, c.lease_version, c.attempts AS attempt_no, c.endpoint_id, c.event_id,
+       c.manual, extract(epoch FROM c.expires_at)::float8 AS expires_at_s,
        ev.payload, ep.url, ep.tenant,
        ARRAY(SELECT s.secret FROM endpoint_secrets s
              WHERE s.endpoint_id = ep.id AND (s.expires_at IS NULL OR s.expires_at > now())
@@ -41,9 +43,9 @@ WITH o AS (
         %(delivery_id)s::uuid[], %(lease_version)s::int[], %(attempt_no)s::int[],
         %(status)s::text[], %(started_at)s::timestamptz[], %(finished_at)s::timestamptz[],
         %(status_code)s::int[], %(latency_ms)s::float8[], %(error_class)s::text[],
-        %(outcome)s::text[], %(excerpt)s::text[], %(error)s::text[])
+        %(outcome)s::text[], %(excerpt)s::text[], %(error)s::text[], %(next_at)s::float8[])
     AS o(delivery_id, lease_version, attempt_no, status, started_at, finished_at, status_code,
-         latency_ms, error_class, outcome, excerpt, error)
+         latency_ms, error_class, outcome, excerpt, error, next_at)
 ),
 att AS (
     UPDATE attempts a
@@ -58,6 +60,7 @@ SET status = o.status,
     last_error = o.error,
     lease_expires_at = NULL,
     updated_at = now(),
+    next_attempt_at = coalesce(to_timestamp(o.next_at), d.next_attempt_at),
     delivered_at = CASE WHEN o.status = 'delivered' THEN o.finished_at ELSE d.delivered_at END
 FROM o
 WHERE d.delivery_id = o.delivery_id AND d.lease_version = o.lease_version
@@ -65,10 +68,40 @@ WHERE d.delivery_id = o.delivery_id AND d.lease_version = o.lease_version
 RETURNING d.delivery_id
 
 -- name: disable_endpoints
-UPDATE endpoints
-SET status = 'disabled', disabled_reason = %(reason)s, config_version = config_version + 1,
+-- The tenant learns through the same pipeline: an endpoint.disabled event in the outbox,
+-- in the same transaction. Pending deliveries stay pending, for replay after re-enabling.
+WITH d AS (
+    UPDATE endpoints e
+    SET status = 'disabled', disabled_reason = x.reason, config_version = e.config_version + 1,
+        updated_at = now()
+    FROM unnest(%(ids)s::uuid[], %(reasons)s::text[]) AS x(id, reason)
+    WHERE e.id = x.id AND e.status <> 'disabled'
+    RETURNING e.id, e.tenant, e.url, e.disabled_reason, e.first_failure_at
+)
+INSERT INTO outbox (event_id, tenant, type, object_id, payload)
+SELECT gen_random_uuid(), d.tenant, 'endpoint.disabled', d.id::text,
+       convert_to(json_build_object('endpoint_id', d.id, 'url', d.url,
+                                    'reason', d.disabled_reason,
+                                    'failing_since', d.first_failure_at)::text, 'UTF8')
+FROM d
+
+-- name: update_circuits
+UPDATE endpoints e
+SET consecutive_failures = u.failures,
+    first_failure_at = to_timestamp(u.first_failure_at),
+    paused_until = to_timestamp(u.paused_until),
     updated_at = now()
-WHERE id = ANY(%(ids)s) AND status <> 'disabled'
+FROM unnest(%(ids)s::uuid[], %(failures)s::int[], %(first_failure_at)s::float8[],
+            %(paused_until)s::float8[]) AS u(id, failures, first_failure_at, paused_until)
+WHERE e.id = u.id
+
+-- name: load_endpoints
+SELECT id, tenant, status, rate_per_s, burst, max_in_flight, config_version,
+       consecutive_failures,
+       extract(epoch FROM first_failure_at)::float8 AS first_failure_at,
+       extract(epoch FROM paused_until)::float8 AS paused_until
+FROM endpoints
+WHERE id = ANY(%(ids)s)
 
 -- name: expired_leases
 -- Deliveries whose worker died mid-attempt. The caller produces a task for each and
