@@ -23,6 +23,10 @@ class Behaviour:
     status: int = 200
     delay_s: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
+    # answer `fail_status` to the first `fail_first` verified requests of each webhook-id
+    fail_first: int = 0
+    fail_status: int = 500
+    group: str = ""  # endpoints sharing a group are also counted together (a tenant)
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,7 @@ class Receiver:
         self.tolerance_s = tolerance_s
         self.in_flight: Counter[str] = Counter()
         self.max_in_flight: Counter[str] = Counter()
+        self._seen: Counter[str] = Counter()
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -73,17 +78,25 @@ class Receiver:
                     error = str(exc)
         behaviour = self.behaviour.get(name, Behaviour(status=404))
         status = behaviour.status if verified else 401
+        if verified and behaviour.fail_first:
+            webhook_id = request.headers.get("webhook-id", "")
+            self._seen[webhook_id] += 1
+            if self._seen[webhook_id] <= behaviour.fail_first:
+                status = behaviour.fail_status
         self.arrivals.append(Arrival(
             name=name, webhook_id=request.headers.get("webhook-id", ""),
             timestamp=int(request.headers.get("webhook-timestamp", "0") or 0),
             received_at=now, verified=verified, error=error, body=body, answered=status))
-        self.in_flight[name] += 1
-        self.max_in_flight[name] = max(self.max_in_flight[name], self.in_flight[name])
+        keys = [name, f"group:{behaviour.group}"] if behaviour.group else [name]
+        for key in keys:
+            self.in_flight[key] += 1
+            self.max_in_flight[key] = max(self.max_in_flight[key], self.in_flight[key])
         try:
             if behaviour.delay_s:
                 await asyncio.sleep(behaviour.delay_s)
         finally:
-            self.in_flight[name] -= 1
+            for key in keys:
+                self.in_flight[key] -= 1
         return web.Response(status=status, headers=behaviour.headers if verified else None)
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> Receiver:

@@ -176,7 +176,32 @@ class DispatcherSettings(CommonSettings):
         "ENDPOINT_REFRESH_S", 5.0, pos_float, "how often endpoint settings are re-read")
 
 
-ALL_SETTINGS: tuple[type, ...] = (RelaySettings, FanoutSettings, DispatcherSettings)
+@dataclass(frozen=True)
+class ApiSettings(CommonSettings):
+    """The control-plane HTTP API (hookstream.api), served inside the fanout process."""
+
+    api_enabled: bool = env_field(
+        "API_ENABLED", True, _parse_bool, "serve the control-plane API from the fanout process")
+    api_host: str = env_field("API_HOST", "127.0.0.1", doc="address the API listens on")
+    api_port: int = env_field("API_PORT", 8080, nonneg_int, "port of the API (0: any free port)")
+    allow_private_targets: bool = env_field(
+        "ALLOW_PRIVATE_TARGETS", False, _parse_bool,
+        "development only: accept http:// and loopback/private endpoint URLs")
+    history_days: int = env_field(
+        "HISTORY_DAYS", 30, pos_int, "how far back events and deliveries can be queried")
+    secret_overlap_s: float = env_field(
+        "SECRET_OVERLAP_S", 86_400.0, nonneg_float,
+        "default time a rotated-out signing secret stays valid")
+    operation_batch_size: int = env_field(
+        "API_OPERATION_BATCH_SIZE", 500, pos_int, "deliveries per batch of a bulk replay")
+    operation_lease_s: float = env_field(
+        "API_OPERATION_LEASE_S", 30.0, pos_float,
+        "an operation whose worker is silent this long is resumed by another instance")
+    db_pool_size: int = env_field("API_DB_POOL_SIZE", 4, pos_int)
+    max_import_items: int = env_field("API_MAX_IMPORT_ITEMS", 1000, pos_int)
+
+
+ALL_SETTINGS: tuple[type, ...] = (RelaySettings, FanoutSettings, DispatcherSettings, ApiSettings)
 
 
 def all_env_names() -> set[str]:

@@ -1,7 +1,67 @@
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psycopg
 import pytest
+
+from hookstream.endpoints import create_endpoint
+from hookstream.harness import Pipeline, pipeline_env
+from hookstream.receiver import Behaviour, Receiver, ReceiverThread
+from hookstream.topics import Topics
+from tests.conftest import Stack
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "/e2e/" in str(item.fspath):
             item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    thread = ReceiverThread(r).start()
+    yield r
+    thread.stop()
+
+
+StartPipeline = Callable[..., Pipeline]
+
+
+@pytest.fixture
+def start_pipeline(stack: Stack, db_url: str, topics: Topics,
+                   log_dir: Path) -> Iterator[StartPipeline]:
+    """Start relay + fanout + dispatcher(s) as processes with extra HOOKSTREAM_* settings
+    (keyword arguments, lower-case, without the prefix). Stopped with SIGTERM at the end;
+    every service must exit 0."""
+    started: list[Pipeline] = []
+
+    def start(dispatchers: int = 1, **settings: str) -> Pipeline:
+        env = pipeline_env(database_url=db_url, bootstrap=stack.bootstrap,
+                           topic_prefix=topics.prefix, allow_private_targets="true",
+                           **settings)
+        p = Pipeline(env, log_dir, dispatchers=dispatchers).start()
+        started.append(p)
+        return p
+
+    yield start
+    for p in started:
+        codes = p.stop()
+        assert all(c in (0, -9) for c in codes.values()), codes
+
+
+@pytest.fixture
+def pipeline(start_pipeline: StartPipeline) -> Pipeline:
+    return start_pipeline()
+
+
+def add_endpoint(db_url: str, receiver: Receiver, name: str, tenant: str,
+                 types: list[str] | None = None, behaviour: Behaviour | None = None,
+                 **limits: float) -> str:
+    with psycopg.connect(db_url) as conn:
+        ep = create_endpoint(conn, tenant=tenant, url=receiver.url(name),
+                             event_types=types or ["*"], allow_insecure=True, **limits)  # type: ignore[arg-type]
+    receiver.add(name, ep.secret, behaviour)
+    return str(ep.endpoint_id)

@@ -3,47 +3,20 @@ receiver on loopback that verifies every signature. The three services are proce
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
+import time
 
 import psycopg
-import pytest
 
-from hookstream.endpoints import create_endpoint
-from hookstream.harness import Pipeline, pipeline_env
+from hookstream.harness import Pipeline
 from hookstream.outbox import write_event
-from hookstream.receiver import Behaviour, Receiver, ReceiverThread
-from hookstream.topics import Topics
-from tests.conftest import Stack
+from hookstream.receiver import Behaviour, Receiver
+from tests.e2e.conftest import add_endpoint
 from tests.helpers import query, scalar, wait_until
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    thread = ReceiverThread(r).start()
-    yield r
-    thread.stop()
-
-
-@pytest.fixture
-def pipeline(stack: Stack, db_url: str, topics: Topics, log_dir: Path) -> Iterator[Pipeline]:
-    p = Pipeline(pipeline_env(database_url=db_url, bootstrap=stack.bootstrap,
-                              topic_prefix=topics.prefix, allow_private_targets="true"), log_dir)
-    p.start()
-    yield p
-    codes = p.stop()
-    # A clean SIGTERM shutdown is part of the contract: every service exits 0.
-    assert codes == {k: 0 for k in codes}, codes
 
 
 def _endpoint(db_url: str, receiver: Receiver, name: str, tenant: str, types: list[str],
               behaviour: Behaviour | None = None) -> str:
-    with psycopg.connect(db_url) as conn:
-        ep = create_endpoint(conn, tenant=tenant, url=receiver.url(name), event_types=types,
-                             allow_insecure=True)
-    receiver.add(name, ep.secret, behaviour)
-    return str(ep.endpoint_id)
+    return add_endpoint(db_url, receiver, name, tenant, types, behaviour)
 
 
 def test_events_reach_exactly_the_subscribed_endpoints(
@@ -107,8 +80,6 @@ def test_relay_publishing_an_event_twice_creates_no_extra_delivery(
                message="second publication")
     # Give the duplicate time to travel through fanout and the dispatcher.
     wait_until(lambda: scalar(db_url, "SELECT count(*) FROM events") == 1, 10)
-    import time
-
     time.sleep(3)
     rows = query(db_url, "SELECT endpoint_id::text, status, attempts FROM deliveries")
     assert rows == [(ep, "delivered", 1)]

@@ -80,7 +80,12 @@ def next_delay(
     if retry_after_s is not None and retry_after_s >= 0:
         # The receiver may ask us to wait longer, never to hammer it sooner than planned,
         # and never beyond the cap (a hostile header must not park a delivery forever).
-        delay = max(delay, min(retry_after_s, policy.cap_s))
+        wanted = min(retry_after_s, policy.cap_s)
+        if wanted > delay:
+            # Endpoints answering 429 with the same Retry-After at the same moment (seed
+            # 002's storm) must not all come back in the same second: spread the retries
+            # above the requested time, never before it.
+            delay = min(policy.cap_s, wanted + rng.uniform(0, wanted * policy.jitter * 0.5))
     # Every term is already <= cap_s: the ceiling is capped and floor_s <= cap_s.
     return delay
 

@@ -1,0 +1,302 @@
+"""Consumer lag per group, topic and partition, in offsets and in seconds.
+
+Offsets: lag = high watermark − committed offset, exactly what Kafka's own
+``kafka-consumer-groups --describe`` prints as LAG (its LOG-END-OFFSET is the high
+watermark, read uncommitted). A partition the group never committed on is measured
+from the log start, because our consumers use ``auto.offset.reset=earliest``: that
+is where they will begin, so the whole partition is their backlog.
+
+Seconds: the age of the oldest unconsumed record, i.e. now − the timestamp of the
+record at the committed offset. That record is read once per (partition, offset) with
+a consumer that is only ever *assigned* partitions, so it never joins, rebalances or
+commits for any group; a stuck group costs nothing after the first read. If the read
+fails, the age is interpolated from earlier high-watermark samples (when did the log
+end pass this offset?), which is a lower bound when the offset predates our history.
+
+Exported with the names of kafka_exporter / kafka-lag-exporter, label ``consumergroup``:
+
+* ``kafka_consumergroup_lag{consumergroup,topic,partition}``
+* ``kafka_consumergroup_lag_seconds{consumergroup,topic,partition}``
+* ``kafka_consumergroup_group_topic_sum_lag{consumergroup,topic}`` — the per group/topic
+  sum. kafka_exporter calls it ``kafka_consumergroup_lag_sum``, but a gauge ending in
+  ``_sum`` fails ``promtool check metrics`` (that suffix is reserved for summaries and
+  histograms), so we use kafka-lag-exporter's name for it.
+* ``kafka_consumergroup_current_offset`` / ``kafka_topic_partition_current_offset``
+  (the committed offset and the high watermark), so rates of consumption and
+  production can be graphed next to the lag.
+
+Every replica of a service samples the same groups: dashboards and alerts take
+``max without (instance)`` so replicas are not added up.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from confluent_kafka import (
+    TIMESTAMP_NOT_AVAILABLE,
+    Consumer,
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient, OffsetSpec
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+
+from hookstream.kafka import BrokerUnavailable
+from hookstream.sampling import BackgroundSampler, SampledCollector
+
+TP = tuple[str, int]
+HISTORY_POINTS = 360  # (high watermark, time) pairs kept per partition for interpolation
+
+
+# --------------------------------------------------------------------------- pure part
+
+
+@dataclass(frozen=True)
+class PartitionLag:
+    group: str
+    topic: str
+    partition: int
+    committed: int | None  # None: the group never committed on this partition
+    high_watermark: int
+    lag: int
+    oldest_unconsumed_at: float | None  # epoch s of the record at the position; None if lag 0
+
+    def lag_seconds(self, now: float) -> float | None:
+        """None when unknown (records lagging but their time could not be established)."""
+        if self.lag == 0:
+            return 0.0
+        if self.oldest_unconsumed_at is None:
+            return None
+        return max(0.0, now - self.oldest_unconsumed_at)
+
+
+@dataclass(frozen=True)
+class LagSnapshot:
+    partitions: tuple[PartitionLag, ...]
+
+
+def position(committed: int | None, log_start: int | None) -> int:
+    """Where the group resumes: its committed offset, else the log start (earliest reset)."""
+    if committed is not None:
+        return committed
+    return log_start if log_start is not None else 0
+
+
+def lag_of(committed: int | None, log_start: int | None, high_watermark: int) -> int:
+    return max(0, high_watermark - position(committed, log_start))
+
+
+def interpolate_append_time(history: Sequence[tuple[int, float]], offset: int) -> float | None:
+    """When the record at ``offset`` was appended, from (high watermark, time) samples in
+    time order. The record exists once the high watermark passed ``offset``; between two
+    samples we assume a steady rate. If even the first sample is past ``offset`` we only
+    know it is older than that sample: return the sample's time (a lower bound on the age).
+    None when no sample has passed ``offset`` yet."""
+    previous: tuple[int, float] | None = None
+    for hw, at in history:
+        if hw > offset:
+            if previous is None:
+                return at
+            hw0, at0 = previous
+            if hw == hw0:
+                return at
+            # hw(t) reaches offset + 1 when the record at `offset` is appended
+            frac = (offset + 1 - hw0) / (hw - hw0)
+            return at0 + min(1.0, max(0.0, frac)) * (at - at0)
+        previous = (hw, at)
+    return None
+
+
+def lag_families(snapshot: LagSnapshot, now: float) -> Iterator[Metric]:
+    p_labels = ["consumergroup", "topic", "partition"]
+    lag = GaugeMetricFamily(
+        "kafka_consumergroup_lag",
+        "Records the group has not consumed yet: high watermark minus committed offset",
+        labels=p_labels)
+    seconds = GaugeMetricFamily(
+        "kafka_consumergroup_lag_seconds",
+        "Age of the oldest record the group has not consumed yet (0 when caught up)",
+        labels=p_labels)
+    current = GaugeMetricFamily(
+        "kafka_consumergroup_current_offset",
+        "Offset the group resumes from (committed, or the log start if none)", labels=p_labels)
+    end = GaugeMetricFamily(
+        "kafka_topic_partition_current_offset", "High watermark of the partition",
+        labels=["topic", "partition"])
+    total = GaugeMetricFamily(
+        "kafka_consumergroup_group_topic_sum_lag",
+        "Records the group has not consumed yet, summed over the topic's partitions",
+        labels=["consumergroup", "topic"])
+    sums: dict[tuple[str, str], int] = {}
+    ends: dict[TP, int] = {}
+    for p in snapshot.partitions:
+        labels = [p.group, p.topic, str(p.partition)]
+        lag.add_metric(labels, float(p.lag))
+        age = p.lag_seconds(now)
+        if age is not None:
+            seconds.add_metric(labels, age)
+        current.add_metric(labels, float(p.high_watermark - p.lag))
+        sums[(p.group, p.topic)] = sums.get((p.group, p.topic), 0) + p.lag
+        ends[(p.topic, p.partition)] = p.high_watermark
+    for (group, topic), value in sorted(sums.items()):
+        total.add_metric([group, topic], float(value))
+    for (topic, partition), hw in sorted(ends.items()):
+        end.add_metric([topic, str(partition)], float(hw))
+    yield from (lag, seconds, total, current, end)
+
+
+# --------------------------------------------------------------------------- Kafka part
+
+
+@dataclass
+class KafkaLagSource:
+    """Reads committed offsets, watermarks and record times for the declared groups.
+
+    ``groups`` maps a group id to the topics it is meant to consume; partitions of other
+    topics the group has committed on are included too (found in its offsets), so a
+    topic added to a service later shows up without touching this declaration.
+    """
+
+    bootstrap: str
+    groups: Mapping[str, Sequence[str]]
+    timeout_s: float = 5.0
+    read_timeout_s: float = 2.0
+    _admin: AdminClient = field(init=False, repr=False)
+    _reader: Consumer = field(init=False, repr=False)
+    _record_times: dict[tuple[str, int, int], float] = field(default_factory=dict, repr=False)
+    _history: dict[TP, deque[tuple[int, float]]] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self._admin = AdminClient({"bootstrap.servers": self.bootstrap,
+                                   "client.id": "hookstream-lag"})
+        self._reader = Consumer({
+            "bootstrap.servers": self.bootstrap,
+            # librdkafka wants a group id for any consumer handle; this one only ever
+            # assign()s, so it never joins this (or any) group and never commits.
+            "group.id": "hookstream-lag-reader",
+            "client.id": "hookstream-lag-reader",
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "enable.partition.eof": True,
+            "auto.offset.reset": "earliest",
+            # One record per partition is all we read: do not prefetch megabytes.
+            "fetch.wait.max.ms": 10,
+            "queued.max.messages.kbytes": 1024,
+            "isolation.level": "read_uncommitted",
+        })
+
+    def close(self) -> None:
+        self._reader.close()
+
+    def sample(self) -> LagSnapshot:
+        try:
+            return self._sample()
+        except KafkaException as exc:
+            raise BrokerUnavailable(f"lag sample failed: {exc}") from exc
+
+    def _sample(self) -> LagSnapshot:
+        metadata = self._admin.list_topics(timeout=self.timeout_s)
+        partitions_of = {name: sorted(t.partitions) for name, t in metadata.topics.items()
+                         if t.error is None}
+        committed: dict[str, dict[TP, int | None]] = {}
+        for group, topics in self.groups.items():
+            offsets = self._committed(group)
+            wanted: dict[TP, int | None] = {
+                (t, p): None for t in topics for p in partitions_of.get(t, [])}
+            for tp, off in offsets.items():
+                if tp[0] in partitions_of:  # a deleted topic's offsets linger; skip them
+                    wanted[tp] = off
+            committed[group] = wanted
+        all_tps = {tp for wanted in committed.values() for tp in wanted}
+        if not all_tps:
+            return LagSnapshot(())
+        high = self._list_offsets(all_tps, OffsetSpec.latest())
+        sampled_at = time.time()
+        for tp, hw in high.items():
+            history = self._history.setdefault(tp, deque(maxlen=HISTORY_POINTS))
+            if not history or history[-1][0] != hw:
+                history.append((hw, sampled_at))
+        no_commit = {tp for wanted in committed.values() for tp, off in wanted.items()
+                     if off is None}
+        low = self._list_offsets(no_commit, OffsetSpec.earliest()) if no_commit else {}
+
+        rows: list[tuple[str, TP, int | None, int, int]] = []
+        for group, wanted in committed.items():
+            for tp, off in sorted(wanted.items()):
+                hw = high[tp]
+                lag = lag_of(off, low.get(tp), hw)
+                rows.append((group, tp, off, hw, lag))
+        needed = {(tp[0], tp[1], hw - lag) for _g, tp, _o, hw, lag in rows if lag > 0}
+        self._read_record_times(needed - self._record_times.keys())
+        # Forget offsets nobody sits on any more, so the cache stays as small as the groups.
+        self._record_times = {k: v for k, v in self._record_times.items() if k in needed}
+
+        out = []
+        for group, tp, off, hw, lag in rows:
+            at: float | None = None
+            if lag > 0:
+                pos = hw - lag
+                at = self._record_times.get((tp[0], tp[1], pos))
+                if at is None:
+                    at = interpolate_append_time(self._history.get(tp, ()), pos)
+            out.append(PartitionLag(group, tp[0], tp[1], off, hw, lag, at))
+        return LagSnapshot(tuple(out))
+
+    def _committed(self, group: str) -> dict[TP, int | None]:
+        futures = self._admin.list_consumer_group_offsets(
+            [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout_s)
+        result = futures[group].result(timeout=self.timeout_s)
+        offsets: dict[TP, int | None] = {}
+        for tp in result.topic_partitions or []:
+            if tp.error is not None:
+                raise KafkaException(tp.error)
+            # A negative offset (OFFSET_INVALID) means "nothing committed here".
+            offsets[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else None
+        return offsets
+
+    def _list_offsets(self, tps: Iterable[TP], spec: OffsetSpec) -> dict[TP, int]:
+        futures = self._admin.list_offsets(
+            {TopicPartition(t, p): spec for t, p in tps}, request_timeout=self.timeout_s)
+        return {(tp.topic, tp.partition): f.result(timeout=self.timeout_s).offset
+                for tp, f in futures.items()}
+
+    def _read_record_times(self, wanted: set[tuple[str, int, int]]) -> None:
+        """Timestamp of the record at each (topic, partition, offset); misses are left out
+        (interpolation covers them)."""
+        if not wanted:
+            return
+        at_offset = {(t, p): off for t, p, off in wanted}
+        self._reader.assign([TopicPartition(t, p, off) for t, p, off in wanted])
+        try:
+            deadline = time.monotonic() + self.read_timeout_s
+            while at_offset and (left := deadline - time.monotonic()) > 0:
+                for msg in self._reader.consume(len(at_offset), timeout=min(left, 0.5)):
+                    key = (msg.topic(), msg.partition())
+                    if key not in at_offset:
+                        continue  # a later record of a partition already answered
+                    off = at_offset.pop(key)
+                    err = msg.error()
+                    if err is not None:
+                        if err.code() != KafkaError._PARTITION_EOF:
+                            raise KafkaException(err)
+                        continue  # nothing there any more (the group just caught up)
+                    ts_type, ts_ms = msg.timestamp()
+                    if ts_type != TIMESTAMP_NOT_AVAILABLE:
+                        self._record_times[(key[0], key[1], off)] = ts_ms / 1000.0
+        finally:
+            self._reader.unassign()
+
+
+def consumer_lag_collector(bootstrap: str, groups: Mapping[str, Sequence[str]], *,
+                           interval_s: float) -> SampledCollector[LagSnapshot]:
+    """A collector for ``groups`` whose sampler is not started yet (the caller starts it)."""
+    source = KafkaLagSource(bootstrap, groups)
+    sampler = BackgroundSampler("consumer_lag", source.sample, interval_s=interval_s,
+                                close=source.close)
+    return SampledCollector(sampler, lag_families)

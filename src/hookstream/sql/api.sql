@@ -1,0 +1,314 @@
+-- The control-plane API's queries. Tenant isolation lives here: every tenant-scoped
+-- query takes %(tenant)s, NULL for an operator key, and filters on it, so another
+-- tenant's row is simply not found.
+
+-- name: principal
+SELECT id, tenant FROM api_keys WHERE key_sha256 = %(sha)s AND revoked_at IS NULL
+
+-- name: create_tenant
+INSERT INTO tenants (id, name) VALUES (%(id)s, %(name)s)
+ON CONFLICT (id) DO NOTHING
+RETURNING id, name, created_at
+
+-- name: tenant_exists
+SELECT EXISTS (SELECT 1 FROM tenants WHERE id = %(tenant)s) AS exists
+
+-- name: list_tenants
+SELECT id, name, created_at FROM tenants
+WHERE id > coalesce(%(after)s::text, '')
+ORDER BY id
+LIMIT %(limit)s
+
+-- name: create_api_key
+INSERT INTO api_keys (tenant, name, prefix, key_sha256)
+VALUES (%(tenant)s, %(name)s, %(prefix)s, %(sha)s)
+RETURNING id, tenant, name, prefix, created_at, revoked_at
+
+-- name: list_api_keys
+-- all: every key (operator keys included) when the caller asks for no tenant
+SELECT id, tenant, name, prefix, created_at, revoked_at FROM api_keys
+WHERE (%(all)s OR tenant IS NOT DISTINCT FROM %(tenant)s::text)
+ORDER BY created_at, id
+
+-- name: revoke_api_key
+UPDATE api_keys SET revoked_at = now()
+WHERE id = %(id)s AND revoked_at IS NULL
+RETURNING id, tenant, name, prefix, created_at, revoked_at
+
+-- name: insert_endpoint
+INSERT INTO endpoints (tenant, url, description, event_types, rate_per_s, burst,
+                       max_in_flight, "coalesce")
+VALUES (%(tenant)s, %(url)s, %(description)s, %(event_types)s, %(rate_per_s)s, %(burst)s,
+        %(max_in_flight)s, %(coalesce)s)
+RETURNING *
+
+-- name: insert_first_secret
+INSERT INTO endpoint_secrets (endpoint_id, version, secret) VALUES (%(id)s, 1, %(secret)s)
+
+-- name: get_endpoint
+SELECT * FROM endpoints
+WHERE id = %(id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+
+-- name: lock_endpoint
+-- Serialises changes of one endpoint (status moves, rotations) against each other.
+SELECT * FROM endpoints
+WHERE id = %(id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+FOR UPDATE
+
+-- name: list_endpoints
+SELECT * FROM endpoints
+WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+  AND (%(status)s::text[] IS NULL OR status = ANY(%(status)s::text[]))
+  AND (created_at, id) > (%(after_at)s::timestamptz, %(after_id)s::uuid)
+ORDER BY created_at, id
+LIMIT %(limit)s
+
+-- name: update_endpoint
+-- NULL leaves a field as it is; config_version moves only when something changed, so a
+-- delivery records which configuration it was made under.
+WITH cur AS (
+    SELECT * FROM endpoints
+    WHERE id = %(id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+    FOR UPDATE
+),
+new AS (
+    SELECT id,
+           coalesce(%(url)s::text, url) AS url,
+           coalesce(%(description)s::text, description) AS description,
+           coalesce(%(event_types)s::text[], event_types) AS event_types,
+           coalesce(%(rate_per_s)s::float8, rate_per_s) AS rate_per_s,
+           coalesce(%(burst)s::int, burst) AS burst,
+           coalesce(%(max_in_flight)s::int, max_in_flight) AS max_in_flight,
+           coalesce(%(coalesce)s::boolean, cur."coalesce") AS co
+    FROM cur
+)
+UPDATE endpoints e
+SET url = new.url, description = new.description, event_types = new.event_types,
+    rate_per_s = new.rate_per_s, burst = new.burst, max_in_flight = new.max_in_flight,
+    "coalesce" = new.co,
+    config_version = e.config_version + CASE
+        WHEN (e.url, e.description, e.event_types, e.rate_per_s, e.burst, e.max_in_flight,
+              e."coalesce")
+             IS DISTINCT FROM
+             (new.url, new.description, new.event_types, new.rate_per_s, new.burst,
+              new.max_in_flight, new.co)
+        THEN 1 ELSE 0 END,
+    updated_at = now()
+FROM new
+WHERE e.id = new.id
+RETURNING e.*
+
+-- name: set_endpoint_status
+-- Enabling closes the circuit: failures, pause and reason are cleared.
+UPDATE endpoints
+SET status = %(status)s,
+    paused_until = %(paused_until)s,
+    disabled_reason = %(disabled_reason)s,
+    consecutive_failures = CASE WHEN %(status)s = 'active' THEN 0 ELSE consecutive_failures END,
+    first_failure_at = CASE WHEN %(status)s = 'active' THEN NULL ELSE first_failure_at END,
+    config_version = config_version + 1,
+    updated_at = now()
+WHERE id = %(id)s
+RETURNING *
+
+-- name: delete_endpoint
+-- Secrets, deliveries and attempts go with it (ON DELETE CASCADE); queued tasks for it
+-- then claim nothing.
+DELETE FROM endpoints
+WHERE id = %(id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+RETURNING id
+
+-- name: list_secrets
+SELECT version, created_at, expires_at,
+       (expires_at IS NULL OR expires_at > now()) AS active
+FROM endpoint_secrets
+WHERE endpoint_id = %(id)s
+ORDER BY version DESC
+
+-- name: rotate_secret
+-- Every still-valid secret now expires after the overlap (never later than it already
+-- would); the dispatcher signs with all unexpired secrets, so receivers holding either
+-- the old or the new secret verify during the overlap. Callers hold lock_endpoint.
+WITH expire AS (
+    UPDATE endpoint_secrets
+    SET expires_at = LEAST(coalesce(expires_at, 'infinity'),
+                           now() + make_interval(secs => %(overlap_s)s))
+    WHERE endpoint_id = %(id)s AND (expires_at IS NULL OR expires_at > now())
+    RETURNING version
+)
+INSERT INTO endpoint_secrets (endpoint_id, version, secret)
+SELECT %(id)s, coalesce(max(version), 0) + 1, %(secret)s
+FROM endpoint_secrets WHERE endpoint_id = %(id)s
+RETURNING version, created_at, expires_at
+
+-- name: revoke_secret
+UPDATE endpoint_secrets SET expires_at = now()
+WHERE endpoint_id = %(id)s AND version = %(version)s
+  AND (expires_at IS NULL OR expires_at > now())
+RETURNING version, created_at, expires_at
+
+-- name: endpoint_health
+-- Only index ranges of deliveries_endpoint_status (status = ANY over every status keeps
+-- the created_at range usable); the success rate counts the attempts, started in the
+-- window, of the deliveries created in the window.
+SELECT
+    (SELECT min(created_at) FROM deliveries
+     WHERE endpoint_id = %(id)s AND status = 'pending') AS oldest_pending_at,
+    (SELECT count(*) FROM deliveries
+     WHERE endpoint_id = %(id)s AND status = 'pending') AS pending,
+    (SELECT count(*) FROM deliveries
+     WHERE endpoint_id = %(id)s AND status = 'in_flight') AS in_flight,
+    (SELECT count(*) FROM deliveries
+     WHERE endpoint_id = %(id)s AND status = 'dead') AS dead,
+    r.delivered, r.finished
+FROM (
+    SELECT count(*) FILTER (WHERE a.outcome = 'delivered') AS delivered,
+           count(*) FILTER (WHERE a.finished_at IS NOT NULL AND a.outcome <> 'lost')
+               AS finished
+    FROM deliveries d JOIN attempts a USING (delivery_id)
+    WHERE d.endpoint_id = %(id)s AND d.status = ANY(%(all_statuses)s)
+      AND d.created_at >= %(window_start)s AND a.started_at >= %(window_start)s
+) r
+
+-- name: last_error
+SELECT a.delivery_id, a.attempt_no, a.finished_at, a.status_code, a.error_class,
+       a.outcome, d.last_error AS message
+FROM deliveries d JOIN attempts a USING (delivery_id)
+WHERE d.endpoint_id = %(id)s AND d.status = ANY(%(all_statuses)s)
+  AND d.created_at >= %(window_start)s
+  AND a.finished_at IS NOT NULL AND a.outcome <> 'delivered'
+ORDER BY a.finished_at DESC
+LIMIT 1
+
+-- name: list_deliveries
+-- Newest first. Without an endpoint id, every endpoint of the tenant: each one is an
+-- index range of deliveries_endpoint_status.
+SELECT d.delivery_id, d.event_id, d.endpoint_id, d.tenant, d.endpoint_config_version,
+       d.status, d.attempts, d.next_attempt_at, d.expires_at, d.last_error, d.created_at,
+       d.updated_at, d.delivered_at, ev.type AS event_type
+FROM deliveries d
+JOIN events ev ON ev.event_id = d.event_id
+WHERE d.endpoint_id IN (
+        SELECT id FROM endpoints
+        WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+          AND (%(endpoint_id)s::uuid IS NULL OR id = %(endpoint_id)s::uuid))
+  AND (%(tenant)s::text IS NULL OR d.tenant = %(tenant)s)
+  AND d.status = ANY(%(statuses)s)
+  AND d.created_at >= %(since)s AND d.created_at < %(until)s
+  AND (d.created_at, d.delivery_id) < (%(before_at)s::timestamptz, %(before_id)s::uuid)
+ORDER BY d.created_at DESC, d.delivery_id DESC
+LIMIT %(limit)s
+
+-- name: get_delivery
+SELECT d.delivery_id, d.event_id, d.endpoint_id, d.tenant, d.endpoint_config_version,
+       d.status, d.attempts, d.next_attempt_at, d.expires_at, d.last_error, d.created_at,
+       d.updated_at, d.delivered_at, ev.type AS event_type
+FROM deliveries d
+JOIN events ev ON ev.event_id = d.event_id
+WHERE d.delivery_id = %(id)s AND (%(tenant)s::text IS NULL OR d.tenant = %(tenant)s)
+
+-- name: delivery_attempts
+SELECT attempt_no, started_at, finished_at, status_code, latency_ms, error_class, outcome,
+       response_excerpt, manual
+FROM attempts
+WHERE delivery_id = %(id)s
+ORDER BY attempt_no
+
+-- name: lock_delivery_for_replay
+SELECT d.delivery_id, d.status, ep.status AS endpoint_status
+FROM deliveries d
+JOIN endpoints ep ON ep.id = d.endpoint_id
+WHERE d.delivery_id = %(id)s AND (%(tenant)s::text IS NULL OR d.tenant = %(tenant)s)
+FOR UPDATE OF d
+
+-- name: mark_pending
+-- A replay is a new attempt of the same delivery: back to pending with the lease
+-- version unchanged, so the task produced with that version claims it like any other.
+UPDATE deliveries d
+SET status = 'pending', next_attempt_at = now(), lease_expires_at = NULL, updated_at = now()
+FROM events ev
+WHERE d.delivery_id = ANY(%(ids)s) AND ev.event_id = d.event_id
+  AND d.status = ANY(%(from_statuses)s)
+RETURNING d.delivery_id, d.event_id, d.endpoint_id, d.tenant, d.lease_version,
+          ev.committed_at
+
+-- name: count_replay_batch
+SELECT count(*) AS n FROM deliveries
+WHERE endpoint_id = %(endpoint_id)s AND status = ANY(%(statuses)s)
+  AND created_at >= %(since)s AND created_at < %(until)s
+
+-- name: select_replay_batch
+-- Oldest first after the operation's cursor; locked so the status read is the status
+-- mark_pending changes.
+SELECT delivery_id, created_at FROM deliveries
+WHERE endpoint_id = %(endpoint_id)s AND status = ANY(%(statuses)s)
+  AND created_at >= %(since)s AND created_at < %(until)s
+  AND (created_at, delivery_id) > (%(after_at)s::timestamptz, %(after_id)s::uuid)
+ORDER BY created_at, delivery_id
+LIMIT %(limit)s
+FOR UPDATE
+
+-- name: create_operation
+INSERT INTO operations (tenant, kind, endpoint_id, params, total, lease_owner,
+                        lease_expires_at)
+VALUES (%(tenant)s, %(kind)s, %(endpoint_id)s, %(params)s, %(total)s, %(owner)s,
+        now() + make_interval(secs => %(lease_s)s))
+RETURNING *
+
+-- name: get_operation
+SELECT * FROM operations
+WHERE id = %(id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+
+-- name: lock_owned_operation
+SELECT * FROM operations
+WHERE id = %(id)s AND lease_owner = %(owner)s AND status = 'running'
+FOR UPDATE
+
+-- name: operation_progress
+UPDATE operations
+SET cursor_at = %(cursor_at)s, cursor_id = %(cursor_id)s,
+    processed = processed + %(processed)s, enqueued = enqueued + %(enqueued)s,
+    lease_expires_at = now() + make_interval(secs => %(lease_s)s), updated_at = now()
+WHERE id = %(id)s AND lease_owner = %(owner)s
+
+-- name: finish_operation
+UPDATE operations
+SET status = %(status)s, error = %(error)s, finished_at = now(), updated_at = now(),
+    lease_owner = NULL, lease_expires_at = NULL
+WHERE id = %(id)s AND lease_owner = %(owner)s AND status = 'running'
+
+-- name: claim_orphaned_operation
+-- An operation whose worker stopped renewing its lease (instance died, restarted) is
+-- taken over where its cursor stands.
+UPDATE operations
+SET lease_owner = %(owner)s, lease_expires_at = now() + make_interval(secs => %(lease_s)s),
+    updated_at = now()
+WHERE id = (
+    SELECT id FROM operations
+    WHERE status = 'running' AND lease_expires_at < now()
+    ORDER BY lease_expires_at
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED)
+RETURNING id
+
+-- name: list_events
+-- Oldest first, for reconciliation. The type filter is the fanout's subscription rule.
+SELECT event_id, tenant, type, schema_version, object_id, object_version, occurred_at,
+       committed_at, payload
+FROM events
+WHERE tenant = %(tenant)s
+  AND occurred_at >= %(since)s AND occurred_at < %(until)s
+  AND (occurred_at, event_id) > (%(after_at)s::timestamptz, %(after_id)s::uuid)
+  AND (%(patterns)s::text[] IS NULL OR EXISTS (
+        SELECT 1 FROM unnest(%(patterns)s::text[]) AS f(pattern)
+        WHERE f.pattern = '*'
+           OR f.pattern = type
+           OR (right(f.pattern, 2) = '.*' AND starts_with(type, left(f.pattern, -1)))))
+ORDER BY occurred_at, event_id
+LIMIT %(limit)s
+
+-- name: get_event
+SELECT event_id, tenant, type, schema_version, object_id, object_version, occurred_at,
+       committed_at, payload
+FROM events
+WHERE event_id = %(id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)

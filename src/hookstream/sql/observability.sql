@@ -1,0 +1,85 @@
+-- Gauges derived from PostgreSQL, sampled by one service on a background thread
+-- (src/hookstream/db_metrics.py). Each query returns a bounded number of rows whatever
+-- the number of endpoints: fixed label sets, or the worst %(limit)s endpoints.
+-- They run together in one read-only transaction, so the numbers agree with each other.
+
+-- name: pending_by_kind
+-- Work waiting for an attempt: "new" was never attempted (the first-attempt SLO is
+-- about these), "retry" was attempted before. "Overdue" counts only rows already due:
+-- a retry waiting out its backoff is not late. Served by deliveries_pending_age.
+SELECT k.kind,
+       count(d.created_at) AS rows,
+       coalesce(extract(epoch FROM now() - min(d.created_at)), 0)::float8 AS oldest_age_s,
+       coalesce(extract(epoch FROM now() - min(d.next_attempt_at)
+                        FILTER (WHERE d.next_attempt_at <= now())), 0)::float8 AS most_overdue_s
+FROM (VALUES ('new'), ('retry')) AS k(kind)
+LEFT JOIN deliveries d
+       ON d.status = 'pending'
+      AND (CASE WHEN d.attempts = 0 THEN 'new' ELSE 'retry' END) = k.kind
+GROUP BY k.kind
+ORDER BY k.kind
+
+-- name: in_flight
+SELECT count(*) AS rows,
+       count(*) FILTER (WHERE lease_expires_at < now()) AS lease_expired
+FROM deliveries
+WHERE status = 'in_flight'
+
+-- name: worst_endpoints
+-- The endpoints holding the oldest waiting deliveries; only these get an `endpoint`
+-- label, so the series count is bounded by %(limit)s, not by the number of customers.
+SELECT endpoint_id::text AS endpoint, tenant, count(*) AS pending,
+       extract(epoch FROM now() - min(created_at))::float8 AS oldest_age_s
+FROM deliveries
+WHERE status = 'pending'
+GROUP BY endpoint_id, tenant
+ORDER BY min(created_at), endpoint_id
+LIMIT %(limit)s
+
+-- name: endpoints_overdue
+-- How many endpoints have due work waiting longer than each threshold. A handful of
+-- endpoints: those customers are slow or failing. Most endpoints with work: the
+-- platform is short of capacity (or stuck).
+SELECT t.over_s, count(e.endpoint_id) AS endpoints
+FROM unnest(%(thresholds)s::float8[]) AS t(over_s)
+LEFT JOIN (
+    SELECT endpoint_id, extract(epoch FROM now() - min(next_attempt_at))::float8 AS overdue_s
+    FROM deliveries
+    WHERE status = 'pending' AND next_attempt_at <= now()
+    GROUP BY endpoint_id
+) AS e ON e.overdue_s > t.over_s
+GROUP BY t.over_s
+ORDER BY t.over_s
+
+-- name: dead
+-- Full scan of deliveries until a partial index on (status = 'dead') exists; fine at the
+-- sampling interval for millions of rows, worth the index beyond that.
+SELECT count(*) AS rows FROM deliveries WHERE status = 'dead'
+
+-- name: endpoints_by_status
+SELECT s.status, count(e.id) AS endpoints
+FROM (VALUES ('active'), ('paused'), ('disabled')) AS s(status)
+LEFT JOIN endpoints e ON e.status = s.status
+GROUP BY s.status
+ORDER BY s.status
+
+-- name: circuits
+-- An open circuit is an active endpoint inside its pause (paused_until in the future);
+-- "failing" ones have consecutive failures but are not paused (closed or probing).
+SELECT count(*) FILTER (WHERE paused_until > now()) AS open,
+       count(*) FILTER (WHERE consecutive_failures > 0
+                          AND (paused_until IS NULL OR paused_until <= now())) AS failing,
+       coalesce(extract(epoch FROM now() - min(coalesce(first_failure_at, updated_at))
+                        FILTER (WHERE paused_until > now())), 0)::float8 AS longest_open_s
+FROM endpoints
+WHERE status = 'active'
+
+-- name: attempts_window
+-- Retry amplification = automatic attempts ÷ deliveries they were made for, over the
+-- window (1.0: every delivery needed one attempt). Manual attempts are replays, counted
+-- apart. Served by attempts_started_at.
+SELECT count(*) FILTER (WHERE NOT manual) AS automatic,
+       count(*) FILTER (WHERE manual) AS manual,
+       count(DISTINCT delivery_id) FILTER (WHERE NOT manual) AS deliveries
+FROM attempts
+WHERE started_at >= now() - make_interval(secs => %(window_s)s)
