@@ -220,7 +220,7 @@ def large_round(b: Bench, endpoints: int) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--events", type=int, default=100_000)
-    p.add_argument("--endpoints-per-event", type=int, nargs="+", default=[1, 4])
+    p.add_argument("--endpoints-per-event", type=int, nargs="*", default=[1, 4])
     p.add_argument("--payload-bytes", type=int, default=200)
     p.add_argument("--large", type=int, default=0,
                    help="also fan one event out to a tenant with this many endpoints")
@@ -233,8 +233,8 @@ def main(argv: list[str] | None = None) -> int:
         bootstrap=os.environ.get("HOOKSTREAM_KAFKA_BOOTSTRAP", DEFAULT_KAFKA),
         log_dir=Path(os.environ.get("TMPDIR", "/tmp")) / f"hs-bench-{os.getpid()}",
         profile_dir=args.profile,
-        service_env={f"HOOKSTREAM_{kv.split('=', 1)[0].upper()}": kv.split("=", 1)[1]
-                     for kv in args.set} | {"HOOKSTREAM_LOG_LEVEL": "WARNING"},
+        service_env={"HOOKSTREAM_LOG_LEVEL": "WARNING"} | {
+            f"HOOKSTREAM_{kv.split('=', 1)[0].upper()}": kv.split("=", 1)[1] for kv in args.set},
     )
     print(f"stack: {b.admin_url} {b.bootstrap}; {os.cpu_count()} CPUs; logs in {b.log_dir}")
     print(f"{'events':>8} {'ep/event':>8} {'relay s':>8} {'events/s':>10} "

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent setup of a fresh Debian 12 machine (or container) for hookstream:
-#   Java 17+, Maven, PostgreSQL server binaries (Debian packages), the Python venv
-#   .venv with `pip install -e '.[dev]'`, and the Kafka jars in stack/.kafka-libs.
+#   Java 17+, Maven, PostgreSQL server binaries, Prometheus + promtool (Debian packages),
+#   the Python venv .venv with `pip install -e '.[dev]'`, and the Kafka jars in
+#   stack/.kafka-libs.
 # Only the Debian, PyPI and Maven Central registries are needed. Prints what it
 # does and is quiet otherwise; a second run does nothing. Then:
 #   .venv/bin/python -m hookstream.localstack up
@@ -72,6 +73,9 @@ command -v mvn >/dev/null 2>&1 || pkgs+=(maven)
 if ! find_python >/dev/null; then
   pkgs+=(python3 python3-venv)
 fi
+# Prometheus (+ promtool) for the observability tests; the tests start their own server,
+# Debian's systemd unit is not used (and not started in containers without systemd)
+command -v promtool >/dev/null 2>&1 || pkgs+=(prometheus)
 if [ ${#pkgs[@]} -gt 0 ]; then
   apt_install "${pkgs[@]}"
 fi

@@ -2,9 +2,20 @@ from __future__ import annotations
 
 from hookstream.fanout.service import Fanout
 
+from hookstream.api.server import with_api
 from hookstream.runner import run_service
-from hookstream.settings import FanoutSettings
+from hookstream.settings import ApiSettings, FanoutSettings, SettingsError, from_env
+from hookstream.topics import Topics
 
 
 def main() -> int:
-    return run_service("fanout", FanoutSettings, Fanout, lambda s: s.http_port)
+    # The control-plane API runs in this process, on its own thread (hookstream.api.server).
+    try:
+        api_settings = from_env(ApiSettings)
+    except SettingsError as exc:
+        print(f"hookstream fanout: configuration error: {exc}", flush=True)
+        return 2
+    return run_service("fanout", FanoutSettings, with_api(Fanout, api_settings),
+                       lambda s: s.http_port,
+                       consumer_groups=lambda s: {s.group_id: [Topics(s.topic_prefix).events]},
+                       delivery_stats=True)

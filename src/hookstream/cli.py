@@ -66,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--events", type=int, default=20)
     demo.add_argument("--keep-running", action="store_true",
                       help="leave the services running after the summary (Ctrl-C stops)")
+    from hookstream.api.cli import register as register_control_plane
+
+    register_control_plane(sub)  # tenants | apikeys | endpoints (hookstream.api.cli)
     args = parser.parse_args(argv)
     if args.command in ("relay", "fanout", "dispatcher"):
         module = __import__(f"hookstream.{args.command}.main", fromlist=["main"])

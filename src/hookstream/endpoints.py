@@ -13,7 +13,6 @@ import psycopg
 from hookstream.policy.urlsafety import validate_endpoint_url
 from hookstream.signing import generate_secret
 
-
 DEFAULT_RATE_PER_S = 50.0
 DEFAULT_BURST = 100
 DEFAULT_MAX_IN_FLIGHT = 4

@@ -158,9 +158,9 @@ def lag_families(snapshot: LagSnapshot, now: float) -> Iterator[Metric]:
 class KafkaLagSource:
     """Reads committed offsets, watermarks and record times for the declared groups.
 
-    ``groups`` maps a group id to the topics it is meant to consume; partitions of other
-    topics the group has committed on are included too (found in its offsets), so a
-    topic added to a service later shows up without touching this declaration.
+    ``groups`` maps a group id to the topics it consumes. Only those are measured: a
+    group's offsets on topics it no longer reads (or another deployment's topics under
+    the same group id) would otherwise show as a lag that never moves.
     """
 
     bootstrap: str
@@ -206,13 +206,8 @@ class KafkaLagSource:
                          if t.error is None}
         committed: dict[str, dict[TP, int | None]] = {}
         for group, topics in self.groups.items():
-            offsets = self._committed(group)
-            wanted: dict[TP, int | None] = {
-                (t, p): None for t in topics for p in partitions_of.get(t, [])}
-            for tp, off in offsets.items():
-                if tp[0] in partitions_of:  # a deleted topic's offsets linger; skip them
-                    wanted[tp] = off
-            committed[group] = wanted
+            tps = [(t, p) for t in topics for p in partitions_of.get(t, [])]
+            committed[group] = self._committed(group, tps) if tps else {}
         all_tps = {tp for wanted in committed.values() for tp in wanted}
         if not all_tps:
             return LagSnapshot(())
@@ -248,11 +243,12 @@ class KafkaLagSource:
             out.append(PartitionLag(group, tp[0], tp[1], off, hw, lag, at))
         return LagSnapshot(tuple(out))
 
-    def _committed(self, group: str) -> dict[TP, int | None]:
+    def _committed(self, group: str, tps: list[TP]) -> dict[TP, int | None]:
+        request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in tps])
         futures = self._admin.list_consumer_group_offsets(
-            [ConsumerGroupTopicPartitions(group)], request_timeout=self.timeout_s)
+            [request], request_timeout=self.timeout_s)
         result = futures[group].result(timeout=self.timeout_s)
-        offsets: dict[TP, int | None] = {}
+        offsets: dict[TP, int | None] = dict.fromkeys(tps)
         for tp in result.topic_partitions or []:
             if tp.error is not None:
                 raise KafkaException(tp.error)

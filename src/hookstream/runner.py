@@ -5,13 +5,16 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from prometheus_client import CollectorRegistry
 
+from hookstream.db_metrics import delivery_stats_collector
+from hookstream.lag import consumer_lag_collector
 from hookstream.observability import ServiceHTTP, setup_logging
+from hookstream.sampling import BackgroundSampler, SampledCollector, SamplerHealth
 from hookstream.settings import CommonSettings, SettingsError, from_env
 
 
@@ -31,7 +34,13 @@ def run_service(
     settings_cls: type[S],
     build: Callable[[S, CollectorRegistry], Service],
     http_port: Callable[[S], int],
+    *,
+    consumer_groups: Callable[[S], Mapping[str, Sequence[str]]] | None = None,
+    delivery_stats: bool = False,
 ) -> int:
+    """``consumer_groups``: the Kafka groups (→ their topics) whose lag this service
+    exports; ``delivery_stats``: export the platform-wide gauges read from PostgreSQL
+    (one service does it, see hookstream.db_metrics)."""
     try:
         settings = from_env(settings_cls)
     except SettingsError as exc:
@@ -40,6 +49,7 @@ def run_service(
     setup_logging(settings.log_level, settings.log_format, name)
     log = logging.getLogger(f"hookstream.{name}")
     registry = CollectorRegistry()
+    samplers = _observers(settings, registry, consumer_groups, delivery_stats)
     service = build(settings, registry)
     http = ServiceHTTP(
         settings.http_host, http_port(settings), registry,
@@ -57,5 +67,29 @@ def run_service(
         service.run()
     finally:
         http.stop()
+        for sampler in samplers:
+            sampler.stop()
     log.info(f"{name} stopped")
     return 0
+
+
+def _observers(settings: S, registry: CollectorRegistry,
+               consumer_groups: Callable[[S], Mapping[str, Sequence[str]]] | None,
+               delivery_stats: bool) -> list[BackgroundSampler[Any]]:
+    collectors: list[SampledCollector[Any]] = []
+    if consumer_groups is not None:
+        collectors.append(consumer_lag_collector(
+            settings.kafka_bootstrap, consumer_groups(settings),
+            interval_s=settings.lag_sample_interval_s))
+    if delivery_stats:
+        collectors.append(delivery_stats_collector(
+            settings.database_url, interval_s=settings.db_metrics_interval_s,
+            top_n=settings.db_metrics_top_endpoints, window_s=settings.db_metrics_window_s))
+    for collector in collectors:
+        registry.register(collector)
+    samplers = [c.sampler for c in collectors]
+    if samplers:
+        registry.register(SamplerHealth(samplers))
+    for sampler in samplers:
+        sampler.start()
+    return samplers

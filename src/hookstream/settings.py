@@ -103,6 +103,17 @@ class CommonSettings:
     http_host: str = env_field("HTTP_HOST", "127.0.0.1", doc="address of /metrics and /healthz")
     log_level: str = env_field("LOG_LEVEL", "INFO")
     log_format: str = env_field("LOG_FORMAT", "json", doc="json or text")
+    # Observability (hookstream.lag, hookstream.db_metrics): sampled in the background,
+    # a scrape only reads the last sample.
+    lag_sample_interval_s: float = env_field(
+        "LAG_SAMPLE_INTERVAL_S", 5.0, pos_float, "how often consumer lag is read from Kafka")
+    db_metrics_interval_s: float = env_field(
+        "DB_METRICS_INTERVAL_S", 15.0, pos_float, "how often delivery gauges are read from SQL")
+    db_metrics_top_endpoints: int = env_field(
+        "DB_METRICS_TOP_ENDPOINTS", 10, pos_int,
+        "only this many worst endpoints get an `endpoint` label")
+    db_metrics_window_s: float = env_field(
+        "DB_METRICS_WINDOW_S", 900.0, pos_float, "window of retry amplification and replays")
 
     def __post_init__(self) -> None:
         if self.log_format not in {"json", "text"}:

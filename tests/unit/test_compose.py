@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -77,3 +78,52 @@ def test_dockerfile_ships_what_the_package_needs() -> None:
     for folder in ("src", "services", "schemas"):
         assert f"COPY {folder} ./{folder}" in text
     assert 'ENTRYPOINT ["hookstream"]' in text
+
+
+# -- observability: Prometheus and Grafana are wired to the files under deploy/ ------------
+
+
+def _mounts(svc: dict[str, Any]) -> dict[str, str]:
+    """container path → host path, for bind mounts (host paths start with ./)."""
+    out = {}
+    for volume in svc.get("volumes", []):
+        host, container = volume.split(":")[:2]
+        if host.startswith("./"):
+            out[container] = host[2:]
+    return out
+
+
+def test_prometheus_scrapes_every_service_on_its_port(compose: dict[str, Any]) -> None:
+    prom = compose["services"]["prometheus"]
+    mounts = _mounts(prom)
+    config_arg = next(a for a in prom["command"] if a.startswith("--config.file="))
+    config_path = config_arg.split("=", 1)[1]
+    folder, name = config_path.rsplit("/", 1)
+    config = yaml.safe_load((ROOT / mounts[folder] / name).read_text())
+    targets = {job["job_name"]: t for job in config["scrape_configs"]
+               for sc in job["static_configs"] for t in sc["targets"]}
+    for svc in ("relay", "fanout", "dispatcher"):
+        port = compose["services"][svc]["environment"][f"HOOKSTREAM_{svc.upper()}_HTTP_PORT"]
+        assert targets[f"hookstream-{svc}"] == f"{svc}:{port}"
+    for rule_file in config["rule_files"]:
+        assert (ROOT / mounts[folder] / rule_file).is_file(), rule_file
+
+
+def test_grafana_is_provisioned_with_the_prometheus_service_and_the_dashboard(
+        compose: dict[str, Any]) -> None:
+    grafana = compose["services"]["grafana"]
+    mounts = _mounts(grafana)
+    provisioning = ROOT / mounts["/etc/grafana/provisioning"]
+    (source,) = yaml.safe_load(
+        (provisioning / "datasources" / "prometheus.yml").read_text())["datasources"]
+    assert source["url"] == "http://prometheus:9090" and "prometheus" in compose["services"]
+    (provider,) = yaml.safe_load(
+        (provisioning / "dashboards" / "hookstream.yml").read_text())["providers"]
+    dashboards = ROOT / mounts[provider["options"]["path"]]
+    files = sorted(dashboards.glob("*.json"))
+    assert files, f"no dashboard in {dashboards}"
+    for path in files:
+        dashboard = json.loads(path.read_text())
+        uids = {t["datasource"]["uid"] for p in dashboard["panels"] for t in p.get("targets", [])}
+        assert uids == {source["uid"]}, f"{path.name} uses data sources {uids}"
+    assert grafana["depends_on"]["prometheus"]["condition"] == "service_healthy"

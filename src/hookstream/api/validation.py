@@ -210,9 +210,15 @@ def endpoint_import(body: Mapping[str, Any], *, max_items: int) -> list[Any]:
     return items
 
 
-def pause(body: Mapping[str, Any]) -> datetime | None:
+def pause(body: Mapping[str, Any], *, now: datetime) -> datetime | None:
+    """None pauses until an operator enables the endpoint again."""
     only(body, ("until",))
-    return None if body.get("until") is None else timestamp(body["until"], "until")
+    if body.get("until") is None:
+        return None
+    until = timestamp(body["until"], "until")
+    if until <= now:
+        raise invalid("until", "must be in the future")
+    return until
 
 
 def disable(body: Mapping[str, Any]) -> str:
@@ -227,7 +233,8 @@ def rotation(body: Mapping[str, Any], *, default_overlap_s: float) -> float:
     value = body["overlap_s"]
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
             or not 0 <= value <= MAX_SECRET_OVERLAP_S:
-        raise invalid("overlap_s", f"must be a number of seconds from 0 to {MAX_SECRET_OVERLAP_S:g}")
+        raise invalid("overlap_s",
+                      f"must be a number of seconds from 0 to {MAX_SECRET_OVERLAP_S:g}")
     return float(value)
 
 
@@ -282,13 +289,15 @@ def single(query: Any, name: str) -> str | None:
     return values[0] if values else None
 
 
+def integer_text(raw: str, name: str, lo: int, hi: int) -> int:
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 9):
+        raise invalid(name, f"must be an integer from {lo} to {hi}")
+    return integer(int(raw), name, lo, hi)
+
+
 def limit_param(query: Any) -> int:
     raw = single(query, "limit")
-    if raw is None:
-        return DEFAULT_LIMIT
-    if not (raw.isascii() and raw.isdigit() and len(raw) <= 6):
-        raise invalid("limit", f"must be an integer from 1 to {MAX_LIMIT}")
-    return integer(int(raw), "limit", 1, MAX_LIMIT)
+    return DEFAULT_LIMIT if raw is None else integer_text(raw, "limit", 1, MAX_LIMIT)
 
 
 def time_param(query: Any, name: str) -> datetime | None:
@@ -341,9 +350,7 @@ def tenant_param(query: Any) -> str | None:
 
 
 def secret_version(raw: str) -> int:
-    if not (raw.isascii() and raw.isdigit() and len(raw) <= 9):
-        raise invalid("version", "must be a positive integer")
-    return integer(int(raw), "version", 1, 2**31 - 1)
+    return integer_text(raw, "version", 1, 2**31 - 1)
 
 
 # -- cursors: opaque to clients, a keyset position to us ---------------------------------

@@ -59,7 +59,13 @@ def on_success(state: CircuitState) -> CircuitState:
     return CircuitState()
 
 
-def on_failure(policy: CircuitPolicy, state: CircuitState, now: float) -> tuple[CircuitState, Verdict]:
+def on_failure(
+    policy: CircuitPolicy, state: CircuitState, now: float
+) -> tuple[CircuitState, Verdict]:
+    if state.paused_until is not None and now < state.paused_until:
+        # Requests already in flight when the circuit opened fail too; they say nothing
+        # new and must not escalate the pause (only failed probes do).
+        return state, Verdict.NONE
     failures = state.consecutive_failures + 1
     first = state.first_failure_at if state.first_failure_at is not None else now
     new = replace(state, consecutive_failures=failures, first_failure_at=first)

@@ -4,18 +4,26 @@
 -- They run together in one read-only transaction, so the numbers agree with each other.
 
 -- name: pending_by_kind
--- Work waiting for an attempt: "new" was never attempted (the first-attempt SLO is
--- about these), "retry" was attempted before. "Overdue" counts only rows already due:
--- a retry waiting out its backoff is not late. Served by deliveries_pending_age.
+-- Work waiting for an attempt. "new" was never attempted (the first-attempt SLO is about
+-- these), "retry" was attempted before, "held" waits on an endpoint that is paused,
+-- disabled or inside an open circuit: it is late by the customer's choice or fault, not
+-- ours, so it is kept apart from what the SLO alert watches. "Overdue" counts only rows
+-- already due: a retry waiting out its backoff is not late.
 SELECT k.kind,
-       count(d.created_at) AS rows,
-       coalesce(extract(epoch FROM now() - min(d.created_at)), 0)::float8 AS oldest_age_s,
-       coalesce(extract(epoch FROM now() - min(d.next_attempt_at)
-                        FILTER (WHERE d.next_attempt_at <= now())), 0)::float8 AS most_overdue_s
-FROM (VALUES ('new'), ('retry')) AS k(kind)
-LEFT JOIN deliveries d
-       ON d.status = 'pending'
-      AND (CASE WHEN d.attempts = 0 THEN 'new' ELSE 'retry' END) = k.kind
+       count(x.created_at) AS rows,
+       coalesce(extract(epoch FROM now() - min(x.created_at)), 0)::float8 AS oldest_age_s,
+       coalesce(extract(epoch FROM now() - min(x.next_attempt_at)
+                        FILTER (WHERE x.next_attempt_at <= now())), 0)::float8 AS most_overdue_s
+FROM (VALUES ('new'), ('retry'), ('held')) AS k(kind)
+LEFT JOIN (
+    SELECT CASE WHEN e.status <> 'active' OR e.paused_until > now() THEN 'held'
+                WHEN d.attempts = 0 THEN 'new'
+                ELSE 'retry' END AS kind,
+           d.created_at, d.next_attempt_at
+    FROM deliveries d
+    JOIN endpoints e ON e.id = d.endpoint_id
+    WHERE d.status = 'pending'
+) AS x ON x.kind = k.kind
 GROUP BY k.kind
 ORDER BY k.kind
 
@@ -28,26 +36,33 @@ WHERE status = 'in_flight'
 -- name: worst_endpoints
 -- The endpoints holding the oldest waiting deliveries; only these get an `endpoint`
 -- label, so the series count is bounded by %(limit)s, not by the number of customers.
-SELECT endpoint_id::text AS endpoint, tenant, count(*) AS pending,
-       extract(epoch FROM now() - min(created_at))::float8 AS oldest_age_s
-FROM deliveries
-WHERE status = 'pending'
-GROUP BY endpoint_id, tenant
-ORDER BY min(created_at), endpoint_id
+-- Held endpoints (paused, disabled, circuit open) are left out: they would fill the
+-- list for days; the circuit and status gauges count them.
+SELECT d.endpoint_id::text AS endpoint, d.tenant, count(*) AS pending,
+       extract(epoch FROM now() - min(d.created_at))::float8 AS oldest_age_s
+FROM deliveries d
+JOIN endpoints e ON e.id = d.endpoint_id
+WHERE d.status = 'pending'
+  AND e.status = 'active' AND (e.paused_until IS NULL OR e.paused_until <= now())
+GROUP BY d.endpoint_id, d.tenant
+ORDER BY min(d.created_at), d.endpoint_id
 LIMIT %(limit)s
 
 -- name: endpoints_overdue
--- How many endpoints have due work waiting longer than each threshold. A handful of
--- endpoints: those customers are slow or failing. Most endpoints with work: the
+-- How many endpoints have due work waiting longer than each threshold (held endpoints
+-- left out, as above). A handful: those customers are slow or failing. Many: the
 -- platform is short of capacity (or stuck).
-SELECT t.over_s, count(e.endpoint_id) AS endpoints
+SELECT t.over_s, count(o.endpoint_id) AS endpoints
 FROM unnest(%(thresholds)s::float8[]) AS t(over_s)
 LEFT JOIN (
-    SELECT endpoint_id, extract(epoch FROM now() - min(next_attempt_at))::float8 AS overdue_s
-    FROM deliveries
-    WHERE status = 'pending' AND next_attempt_at <= now()
-    GROUP BY endpoint_id
-) AS e ON e.overdue_s > t.over_s
+    SELECT d.endpoint_id,
+           extract(epoch FROM now() - min(d.next_attempt_at))::float8 AS overdue_s
+    FROM deliveries d
+    JOIN endpoints e ON e.id = d.endpoint_id
+    WHERE d.status = 'pending' AND d.next_attempt_at <= now()
+      AND e.status = 'active' AND (e.paused_until IS NULL OR e.paused_until <= now())
+    GROUP BY d.endpoint_id
+) AS o ON o.overdue_s > t.over_s
 GROUP BY t.over_s
 ORDER BY t.over_s
 

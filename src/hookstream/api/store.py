@@ -1,0 +1,281 @@
+"""The API's database boundary: named queries from ``sql/api.sql``, run on an async
+psycopg connection with dict rows. The caller owns the transaction (one per request,
+from the pool); rules and validation happen before anything reaches here."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from psycopg import AsyncConnection
+from psycopg.rows import DictRow
+from psycopg.types.json import Jsonb
+
+from hookstream import queries
+from hookstream.api import auth
+from hookstream.api.errors import conflict, invalid, not_found
+from hookstream.api.rules import revoke_refusal
+from hookstream.api.validation import DELIVERY_STATUSES, EndpointSpec, ReplayRange, nil_uuid
+from hookstream.signing import generate_secret
+
+Q = queries.load("api")
+Conn = AsyncConnection[DictRow]
+Row = dict[str, Any]
+_BEGINNING = datetime(1970, 1, 1, tzinfo=UTC)
+_END = datetime(9999, 1, 1, tzinfo=UTC)
+
+
+async def _one(conn: Conn, name: str, params: dict[str, Any]) -> Row | None:
+    cur = await conn.execute(Q[name], params)
+    return await cur.fetchone()
+
+
+async def _all(conn: Conn, name: str, params: dict[str, Any]) -> list[Row]:
+    cur = await conn.execute(Q[name], params)
+    return await cur.fetchall()
+
+
+# -- principals, tenants, keys -----------------------------------------------------------
+async def principal(conn: Conn, token: str) -> auth.Principal | None:
+    row = await _one(conn, "principal", {"sha": auth.hash_token(token)})
+    return None if row is None else auth.Principal(row["id"], row["tenant"])
+
+
+async def create_tenant(conn: Conn, tenant: str, name: str) -> Row:
+    row = await _one(conn, "create_tenant", {"id": tenant, "name": name})
+    if row is None:
+        raise conflict(f"tenant {tenant!r} already exists", "id")
+    return row
+
+
+async def require_tenant(conn: Conn, tenant: str, field: str = "tenant") -> None:
+    row = await _one(conn, "tenant_exists", {"tenant": tenant})
+    if not (row and row["exists"]):
+        raise invalid(field, f"unknown tenant {tenant!r}")
+
+
+async def list_tenants(conn: Conn, after: str | None, limit: int) -> list[Row]:
+    return await _all(conn, "list_tenants", {"after": after, "limit": limit})
+
+
+async def create_api_key(conn: Conn, tenant: str | None, name: str) -> tuple[Row, str]:
+    token = auth.new_token()
+    row = await _one(conn, "create_api_key", {
+        "tenant": tenant, "name": name, "prefix": auth.display_prefix(token),
+        "sha": auth.hash_token(token)})
+    assert row is not None
+    return row, token
+
+
+async def list_api_keys(conn: Conn, tenant: str | None, *, every: bool = False) -> list[Row]:
+    return await _all(conn, "list_api_keys", {"tenant": tenant, "all": every})
+
+
+async def revoke_api_key(conn: Conn, key_id: uuid.UUID) -> Row:
+    row = await _one(conn, "revoke_api_key", {"id": key_id})
+    if row is None:
+        raise not_found("active API key")
+    return row
+
+
+# -- endpoints ---------------------------------------------------------------------------
+async def create_endpoint(conn: Conn, tenant: str, spec: EndpointSpec) -> tuple[Row, str]:
+    row = await _one(conn, "insert_endpoint", {
+        "tenant": tenant, "url": spec.url, "description": spec.description,
+        "event_types": spec.event_types, "rate_per_s": spec.rate_per_s, "burst": spec.burst,
+        "max_in_flight": spec.max_in_flight, "coalesce": spec.coalesce})
+    assert row is not None
+    secret = generate_secret()
+    await conn.execute(Q["insert_first_secret"], {"id": row["id"], "secret": secret})
+    return row, secret
+
+
+async def get_endpoint(conn: Conn, endpoint_id: uuid.UUID, tenant: str | None,
+                       *, lock: bool = False) -> Row:
+    row = await _one(conn, "lock_endpoint" if lock else "get_endpoint",
+                     {"id": endpoint_id, "tenant": tenant})
+    if row is None:
+        raise not_found("endpoint")
+    return row
+
+
+async def list_endpoints(conn: Conn, tenant: str | None, status: list[str] | None,
+                         after: tuple[datetime, uuid.UUID] | None, limit: int) -> list[Row]:
+    after_at, after_id = after or (_BEGINNING, nil_uuid())
+    return await _all(conn, "list_endpoints", {
+        "tenant": tenant, "status": status, "after_at": after_at, "after_id": after_id,
+        "limit": limit})
+
+
+async def update_endpoint(conn: Conn, endpoint_id: uuid.UUID, tenant: str | None,
+                          changes: dict[str, Any]) -> Row:
+    params = {name: changes.get(name) for name in (
+        "url", "description", "event_types", "rate_per_s", "burst", "max_in_flight",
+        "coalesce")}
+    row = await _one(conn, "update_endpoint", {"id": endpoint_id, "tenant": tenant, **params})
+    if row is None:
+        raise not_found("endpoint")
+    return row
+
+
+async def set_endpoint_status(conn: Conn, endpoint_id: uuid.UUID, status: str, *,
+                              paused_until: datetime | None = None,
+                              disabled_reason: str | None = None) -> Row:
+    row = await _one(conn, "set_endpoint_status", {
+        "id": endpoint_id, "status": status, "paused_until": paused_until,
+        "disabled_reason": disabled_reason})
+    assert row is not None  # the caller holds the row lock
+    return row
+
+
+async def delete_endpoint(conn: Conn, endpoint_id: uuid.UUID, tenant: str | None) -> None:
+    if await _one(conn, "delete_endpoint", {"id": endpoint_id, "tenant": tenant}) is None:
+        raise not_found("endpoint")
+
+
+# -- secrets -----------------------------------------------------------------------------
+async def list_secrets(conn: Conn, endpoint_id: uuid.UUID) -> list[Row]:
+    return await _all(conn, "list_secrets", {"id": endpoint_id})
+
+
+async def rotate_secret(conn: Conn, endpoint_id: uuid.UUID, overlap_s: float) -> tuple[Row, str]:
+    secret = generate_secret()
+    row = await _one(conn, "rotate_secret",
+                     {"id": endpoint_id, "overlap_s": overlap_s, "secret": secret})
+    assert row is not None
+    return row, secret
+
+
+async def revoke_secret(conn: Conn, endpoint_id: uuid.UUID, version: int) -> Row:
+    active = [r["version"] for r in await list_secrets(conn, endpoint_id) if r["active"]]
+    if (refusal := revoke_refusal(version, active)) is not None:
+        raise refusal
+    row = await _one(conn, "revoke_secret", {"id": endpoint_id, "version": version})
+    if row is None:
+        raise not_found("active secret version")
+    return row
+
+
+# -- health ------------------------------------------------------------------------------
+async def endpoint_health(conn: Conn, endpoint_id: uuid.UUID,
+                          window_start: datetime) -> tuple[Row, Row | None]:
+    params = {"id": endpoint_id, "window_start": window_start,
+              "all_statuses": list(DELIVERY_STATUSES)}
+    counts = await _one(conn, "endpoint_health", params)
+    assert counts is not None
+    return counts, await _one(conn, "last_error", params)
+
+
+# -- deliveries --------------------------------------------------------------------------
+async def list_deliveries(conn: Conn, *, tenant: str | None, endpoint_id: uuid.UUID | None,
+                          statuses: Sequence[str], since: datetime, until: datetime,
+                          before: tuple[datetime, uuid.UUID] | None, limit: int) -> list[Row]:
+    before_at, before_id = before or (_END, uuid.UUID(int=2**128 - 1))
+    return await _all(conn, "list_deliveries", {
+        "tenant": tenant, "endpoint_id": endpoint_id, "statuses": list(statuses),
+        "since": since, "until": until, "before_at": before_at, "before_id": before_id,
+        "limit": limit})
+
+
+async def get_delivery(conn: Conn, delivery_id: uuid.UUID, tenant: str | None) -> Row:
+    row = await _one(conn, "get_delivery", {"id": delivery_id, "tenant": tenant})
+    if row is None:
+        raise not_found("delivery")
+    return row
+
+
+async def delivery_attempts(conn: Conn, delivery_id: uuid.UUID) -> list[Row]:
+    return await _all(conn, "delivery_attempts", {"id": delivery_id})
+
+
+async def lock_delivery_for_replay(conn: Conn, delivery_id: uuid.UUID,
+                                   tenant: str | None) -> Row:
+    row = await _one(conn, "lock_delivery_for_replay", {"id": delivery_id, "tenant": tenant})
+    if row is None:
+        raise not_found("delivery")
+    return row
+
+
+async def mark_pending(conn: Conn, ids: Sequence[uuid.UUID],
+                       from_statuses: Sequence[str]) -> list[Row]:
+    return await _all(conn, "mark_pending",
+                      {"ids": list(ids), "from_statuses": list(from_statuses)})
+
+
+# -- bulk operations ---------------------------------------------------------------------
+def _range_params(endpoint_id: uuid.UUID, r: ReplayRange) -> dict[str, Any]:
+    return {"endpoint_id": endpoint_id, "statuses": list(r.statuses), "since": r.since,
+            "until": r.until}
+
+
+async def create_operation(conn: Conn, *, tenant: str, kind: str, endpoint_id: uuid.UUID,
+                           replay: ReplayRange, extra: dict[str, Any], owner: str,
+                           lease_s: float) -> Row:
+    total = await _one(conn, "count_replay_batch", _range_params(endpoint_id, replay))
+    assert total is not None
+    params = {"since": replay.since.isoformat(), "until": replay.until.isoformat(),
+              "statuses": list(replay.statuses), **extra}
+    row = await _one(conn, "create_operation", {
+        "tenant": tenant, "kind": kind, "endpoint_id": endpoint_id, "params": Jsonb(params),
+        "total": total["n"], "owner": owner, "lease_s": lease_s})
+    assert row is not None
+    return row
+
+
+async def get_operation(conn: Conn, operation_id: uuid.UUID, tenant: str | None) -> Row:
+    row = await _one(conn, "get_operation", {"id": operation_id, "tenant": tenant})
+    if row is None:
+        raise not_found("operation")
+    return row
+
+
+async def lock_owned_operation(conn: Conn, operation_id: uuid.UUID, owner: str) -> Row | None:
+    return await _one(conn, "lock_owned_operation", {"id": operation_id, "owner": owner})
+
+
+async def select_replay_batch(conn: Conn, op: Row, limit: int) -> list[Row]:
+    p = op["params"]
+    replay = ReplayRange(datetime.fromisoformat(p["since"]), datetime.fromisoformat(p["until"]),
+                         tuple(p["statuses"]))
+    return await _all(conn, "select_replay_batch", {
+        **_range_params(op["endpoint_id"], replay),
+        "after_at": op["cursor_at"] or _BEGINNING - timedelta(days=1),
+        "after_id": op["cursor_id"] or nil_uuid(), "limit": limit})
+
+
+async def operation_progress(conn: Conn, op: Row, owner: str, *, cursor: Row, processed: int,
+                             enqueued: int, lease_s: float) -> None:
+    await conn.execute(Q["operation_progress"], {
+        "id": op["id"], "owner": owner, "cursor_at": cursor["created_at"],
+        "cursor_id": cursor["delivery_id"], "processed": processed, "enqueued": enqueued,
+        "lease_s": lease_s})
+
+
+async def finish_operation(conn: Conn, operation_id: uuid.UUID, owner: str, status: str,
+                           error: str | None = None) -> None:
+    await conn.execute(Q["finish_operation"], {
+        "id": operation_id, "owner": owner, "status": status, "error": error})
+
+
+async def claim_orphaned_operation(conn: Conn, owner: str, lease_s: float) -> uuid.UUID | None:
+    row = await _one(conn, "claim_orphaned_operation", {"owner": owner, "lease_s": lease_s})
+    return None if row is None else row["id"]
+
+
+# -- events ------------------------------------------------------------------------------
+async def list_events(conn: Conn, *, tenant: str, patterns: list[str] | None, since: datetime,
+                      until: datetime, after: tuple[datetime, uuid.UUID] | None,
+                      limit: int) -> list[Row]:
+    after_at, after_id = after or (_BEGINNING - timedelta(days=1), nil_uuid())
+    return await _all(conn, "list_events", {
+        "tenant": tenant, "patterns": patterns, "since": since, "until": until,
+        "after_at": after_at, "after_id": after_id, "limit": limit})
+
+
+async def get_event(conn: Conn, event_id: uuid.UUID, tenant: str | None) -> Row:
+    row = await _one(conn, "get_event", {"id": event_id, "tenant": tenant})
+    if row is None:
+        raise not_found("event")
+    return row

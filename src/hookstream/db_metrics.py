@@ -1,0 +1,235 @@
+"""Platform-wide delivery gauges read from PostgreSQL (queries in sql/observability.sql).
+
+Sampled on a background thread of ONE service, the fanout (see ``runner``): these
+numbers are how an operator sees that the dispatchers are stuck or missing, so they
+must not come from the dispatchers themselves (a dead dispatcher exports nothing, and
+"oldest pending age" would vanish instead of growing). They describe the whole
+database, not the process: with several fanout replicas, query ``max without
+(instance)``.
+
+Cardinality is bounded by construction: fixed label values, and an ``endpoint`` label
+only on the worst ``top_n`` endpoints by oldest pending age.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from psycopg.rows import dict_row
+
+from hookstream import queries
+from hookstream.sampling import BackgroundSampler, SampledCollector
+
+# Due work older than these (s) counts an endpoint as behind; 10 s is the first-attempt SLO.
+OVERDUE_THRESHOLDS_S: tuple[float, ...] = (10.0, 60.0, 600.0)
+DEFAULT_TOP_N = 10
+
+
+class DatabaseUnavailable(RuntimeError):
+    """PostgreSQL could not be queried (transient)."""
+
+
+@dataclass(frozen=True)
+class KindStats:
+    rows: int
+    oldest_age_s: float
+    most_overdue_s: float
+
+
+@dataclass(frozen=True)
+class EndpointStats:
+    endpoint: str
+    tenant: str
+    pending: int
+    oldest_age_s: float
+
+
+@dataclass(frozen=True)
+class DeliveryStats:
+    pending: dict[str, KindStats]  # "new" / "retry" / "held" (see pending_by_kind)
+    in_flight: int
+    lease_expired: int
+    worst: tuple[EndpointStats, ...]
+    endpoints_overdue: dict[float, int]  # threshold s → endpoints
+    dead: int
+    endpoints_by_status: dict[str, int]
+    circuits_open: int
+    circuits_failing: int
+    circuit_longest_open_s: float
+    window_s: float
+    automatic_attempts: int
+    manual_attempts: int
+    attempted_deliveries: int
+
+    @property
+    def retry_amplification(self) -> float:
+        # No attempts in the window: nothing was amplified; 0 tells "no data" apart from 1.0.
+        if self.attempted_deliveries == 0:
+            return 0.0
+        return self.automatic_attempts / self.attempted_deliveries
+
+
+def _fmt(threshold_s: float) -> str:
+    return f"{threshold_s:g}"
+
+
+def delivery_families(stats: DeliveryStats, _now: float) -> Iterator[Metric]:
+    pending = GaugeMetricFamily(
+        "hookstream_deliveries_pending",
+        "Deliveries waiting for an attempt: new, retry, or held by their endpoint",
+        labels=["kind"])
+    oldest = GaugeMetricFamily(
+        "hookstream_deliveries_oldest_pending_age_seconds",
+        "Age (since created) of the oldest delivery waiting for an attempt", labels=["kind"])
+    overdue = GaugeMetricFamily(
+        "hookstream_deliveries_most_overdue_seconds",
+        "How long the most overdue due delivery has been waiting past its due time",
+        labels=["kind"])
+    for kind, k in sorted(stats.pending.items()):
+        pending.add_metric([kind], float(k.rows))
+        oldest.add_metric([kind], k.oldest_age_s)
+        overdue.add_metric([kind], k.most_overdue_s)
+    yield from (pending, oldest, overdue)
+
+    in_flight = GaugeMetricFamily(
+        "hookstream_deliveries_in_flight", "Deliveries claimed by a dispatcher right now",
+        value=float(stats.in_flight))
+    expired = GaugeMetricFamily(
+        "hookstream_deliveries_lease_expired",
+        "In-flight deliveries whose lease expired (worker lost, not reaped yet)",
+        value=float(stats.lease_expired))
+    yield from (in_flight, expired)
+
+    ep_labels = ["endpoint", "tenant"]
+    worst_age = GaugeMetricFamily(
+        "hookstream_endpoint_oldest_pending_age_seconds",
+        "Oldest waiting delivery of the worst endpoints (only the top N are exported)",
+        labels=ep_labels)
+    worst_rows = GaugeMetricFamily(
+        "hookstream_endpoint_pending",
+        "Deliveries waiting for the worst endpoints (the same top N)", labels=ep_labels)
+    for w in stats.worst:
+        worst_age.add_metric([w.endpoint, w.tenant], w.oldest_age_s)
+        worst_rows.add_metric([w.endpoint, w.tenant], float(w.pending))
+    yield from (worst_age, worst_rows)
+
+    behind = GaugeMetricFamily(
+        "hookstream_endpoints_overdue",
+        "Endpoints whose due work has waited longer than over_seconds", labels=["over_seconds"])
+    for threshold, n in sorted(stats.endpoints_overdue.items()):
+        behind.add_metric([_fmt(threshold)], float(n))
+    yield behind
+
+    yield GaugeMetricFamily(
+        "hookstream_deliveries_dead", "Deliveries that gave up (status dead)",
+        value=float(stats.dead))
+
+    by_status = GaugeMetricFamily(
+        "hookstream_endpoints", "Endpoints by configured status", labels=["status"])
+    for status, n in sorted(stats.endpoints_by_status.items()):
+        by_status.add_metric([status], float(n))
+    circuits = GaugeMetricFamily(
+        "hookstream_endpoint_circuits",
+        "Active endpoints by circuit state: open (pausing) or failing (closed/probing with "
+        "consecutive failures)", labels=["state"])
+    circuits.add_metric(["open"], float(stats.circuits_open))
+    circuits.add_metric(["failing"], float(stats.circuits_failing))
+    longest = GaugeMetricFamily(
+        "hookstream_endpoint_circuit_longest_open_seconds",
+        "Among open circuits, how long the longest-failing endpoint has been failing",
+        value=stats.circuit_longest_open_s)
+    yield from (by_status, circuits, longest)
+
+    window = GaugeMetricFamily(
+        "hookstream_stats_window_seconds", "Window of the *_in_window gauges",
+        value=stats.window_s)
+    attempts = GaugeMetricFamily(
+        "hookstream_attempts_in_window",
+        "Attempts started within the window; manual=\"true\" are replays", labels=["manual"])
+    attempts.add_metric(["false"], float(stats.automatic_attempts))
+    attempts.add_metric(["true"], float(stats.manual_attempts))
+    attempted = GaugeMetricFamily(
+        "hookstream_deliveries_attempted_in_window",
+        "Distinct deliveries with an automatic attempt within the window",
+        value=float(stats.attempted_deliveries))
+    amplification = GaugeMetricFamily(
+        "hookstream_retry_amplification_ratio",
+        "Automatic attempts per delivery attempted within the window (1 = no retries; "
+        "0 = no attempts)", value=stats.retry_amplification)
+    yield from (window, attempts, attempted, amplification)
+
+
+class DeliveryStatsSource:
+    """Runs the named queries on one long-lived connection, reconnecting after failures."""
+
+    def __init__(self, database_url: str, *, top_n: int = DEFAULT_TOP_N, window_s: float = 900.0,
+                 statement_timeout_ms: int = 5000) -> None:
+        self.database_url = database_url
+        self.top_n = top_n
+        self.window_s = window_s
+        self.statement_timeout_ms = statement_timeout_ms
+        self._q = queries.load("observability")
+        self._conn: psycopg.Connection[dict[str, Any]] | None = None
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _connection(self) -> psycopg.Connection[dict[str, Any]]:
+        if self._conn is None or self._conn.closed:
+            # A statement timeout: a slow sample must never hold locks or a backend long.
+            self._conn = psycopg.connect(
+                self.database_url, row_factory=dict_row, connect_timeout=5,
+                application_name="hookstream-db-metrics", autocommit=True,
+                options=f"-c statement_timeout={self.statement_timeout_ms}")
+        return self._conn
+
+    def sample(self) -> DeliveryStats:
+        try:
+            return self._sample()
+        except psycopg.Error as exc:
+            self.close()  # start the next round on a fresh connection
+            raise DatabaseUnavailable(f"delivery stats failed: {exc}") from exc
+
+    def _sample(self) -> DeliveryStats:
+        conn = self._connection()
+        q = self._q
+        # One read-only snapshot: pending counts, worst endpoints, etc. agree.
+        with conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            pending = {r["kind"]: KindStats(r["rows"], r["oldest_age_s"], r["most_overdue_s"])
+                       for r in conn.execute(q["pending_by_kind"])}
+            flight = conn.execute(q["in_flight"]).fetchone()
+            worst = tuple(
+                EndpointStats(r["endpoint"], r["tenant"], r["pending"], r["oldest_age_s"])
+                for r in conn.execute(q["worst_endpoints"], {"limit": self.top_n}))
+            overdue = {r["over_s"]: r["endpoints"] for r in conn.execute(
+                q["endpoints_overdue"], {"thresholds": list(OVERDUE_THRESHOLDS_S)})}
+            dead = conn.execute(q["dead"]).fetchone()
+            statuses = {r["status"]: r["endpoints"]
+                        for r in conn.execute(q["endpoints_by_status"])}
+            circuits = conn.execute(q["circuits"]).fetchone()
+            window = conn.execute(q["attempts_window"], {"window_s": self.window_s}).fetchone()
+        assert flight and dead and circuits and window  # aggregates always return a row
+        return DeliveryStats(
+            pending=pending, in_flight=flight["rows"], lease_expired=flight["lease_expired"],
+            worst=worst, endpoints_overdue=overdue, dead=dead["rows"],
+            endpoints_by_status=statuses, circuits_open=circuits["open"],
+            circuits_failing=circuits["failing"],
+            circuit_longest_open_s=circuits["longest_open_s"], window_s=self.window_s,
+            automatic_attempts=window["automatic"], manual_attempts=window["manual"],
+            attempted_deliveries=window["deliveries"])
+
+
+def delivery_stats_collector(database_url: str, *, interval_s: float, top_n: int,
+                             window_s: float) -> SampledCollector[DeliveryStats]:
+    """A collector whose sampler is not started yet (the caller starts it)."""
+    source = DeliveryStatsSource(database_url, top_n=top_n, window_s=window_s)
+    sampler = BackgroundSampler("delivery_stats", source.sample, interval_s=interval_s,
+                                close=source.close)
+    return SampledCollector(sampler, delivery_families)
