@@ -1,0 +1,77 @@
+"""The endpoint circuit on the real stack: pause after N failures, probe, recover; disable
+after failing continuously, telling the tenant through the pipeline itself."""
+
+from __future__ import annotations
+
+import time
+
+import psycopg
+
+from hookstream.outbox import write_event
+from hookstream.receiver import Behaviour, Receiver
+from tests.e2e.conftest import StartPipeline, add_endpoint
+from tests.helpers import query, scalar, wait_until
+
+CIRCUIT = {"circuit_failure_threshold": "3", "circuit_base_pause_s": "3",
+           "circuit_max_pause_s": "6", "retry_base_s": "1", "retry_floor_s": "1",
+           "retry_jitter": "0"}
+
+
+def test_failures_pause_the_endpoint_then_a_probe_closes_it(
+        db_url: str, receiver: Receiver, start_pipeline: StartPipeline) -> None:
+    start_pipeline(**CIRCUIT)
+    ep = add_endpoint(db_url, receiver, "sick", "acme", behaviour=Behaviour(status=500))
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        for i in range(3):
+            write_event(conn, tenant="acme", type="a.b", payload={"i": i})
+            time.sleep(0.2)  # three separate failures, not one burst
+    wait_until(lambda: scalar(db_url, "SELECT paused_until IS NOT NULL FROM endpoints"), 30,
+               message="circuit open")
+    opened_at = time.time()
+    (failures, paused_for), = query(db_url, "SELECT consecutive_failures, extract(epoch FROM"
+                                            " paused_until - now())::float8 FROM endpoints")
+    assert failures == 3 and 0 < paused_for <= 3.0
+    # While paused nothing reaches the endpoint, though retries are due every second.
+    seen = len(receiver.arrivals)
+    time.sleep(max(0.0, opened_at + paused_for - time.time() - 0.3))
+    assert len(receiver.arrivals) == seen
+    # The pause ends; probes go one at a time; a failed probe doubles the pause (3 → 6 s).
+    wait_until(lambda: scalar(db_url, "SELECT consecutive_failures FROM endpoints") >= 4, 20,
+               message="a probe")
+    paused_for = scalar(db_url, "SELECT extract(epoch FROM paused_until - now())::float8"
+                                " FROM endpoints")
+    assert 3.0 < paused_for <= 6.0
+    # The endpoint heals: the next probe succeeds, the circuit closes, everything drains.
+    receiver.behaviour["sick"].status = 200
+    wait_until(lambda: scalar(db_url, "SELECT count(*) FROM deliveries WHERE status"
+                                      " = 'delivered'") == 3, 30, message="recovered")
+    (failures, paused, status), = query(
+        db_url, "SELECT consecutive_failures, paused_until, status FROM endpoints")
+    assert (failures, status) == (0, "active")
+    assert paused is None
+    assert scalar(db_url, "SELECT count(*) FROM endpoints WHERE id = %s", (ep,)) == 1
+
+
+def test_an_endpoint_failing_for_long_is_disabled_and_its_tenant_told(
+        db_url: str, receiver: Receiver, start_pipeline: StartPipeline) -> None:
+    start_pipeline(**CIRCUIT, disable_after_s="6", retry_window_s="600")
+    add_endpoint(db_url, receiver, "dead-host", "acme", behaviour=Behaviour(status=502))
+    add_endpoint(db_url, receiver, "ops-inbox", "acme", ["endpoint.*"])
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        for i in range(3):
+            write_event(conn, tenant="acme", type="a.b", payload={"i": i})
+            time.sleep(0.2)
+    wait_until(lambda: scalar(db_url, "SELECT status FROM endpoints WHERE url LIKE"
+                                      " '%%dead-host'") == "disabled", 40, message="disabled")
+    reason = scalar(db_url, "SELECT disabled_reason FROM endpoints WHERE url LIKE '%%dead-host'")
+    assert "failing continuously since" in reason
+    # The tenant learns through the pipeline: an endpoint.disabled event reaches its
+    # other endpoint, signed like any webhook.
+    wait_until(lambda: receiver.delivered_ids("ops-inbox"), 30, message="endpoint.disabled")
+    body = next(a.body for a in receiver.arrivals if a.name == "ops-inbox")
+    assert b"dead-host" in body and b"failing continuously" in body
+    # Its deliveries are kept (not dropped, not dead) for a replay after re-enabling.
+    statuses = {r[0] for r in query(db_url, "SELECT d.status FROM deliveries d JOIN endpoints e"
+                                            " ON e.id = d.endpoint_id WHERE e.url LIKE"
+                                            " '%%dead-host'")}
+    assert statuses <= {"pending", "in_flight"}
