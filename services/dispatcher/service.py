@@ -510,7 +510,8 @@ class Dispatcher:
             self.sched.set_rate(endpoint_id, ep.adaptive.on_throttled(), now_m)
             if decision.retry_after_s:
                 self.sched.hold(endpoint_id, now_m + min(decision.retry_after_s, 60.0))
-        elif decision.outcome is Outcome.DELIVERED and ep.adaptive.effective < ep.adaptive.configured:
+        elif (decision.outcome is Outcome.DELIVERED
+              and ep.adaptive.effective < ep.adaptive.configured):
             self.sched.set_rate(endpoint_id, ep.adaptive.on_success(), now_m)
         circuit, verdict = circuit_after(decision, result.status_code, ep.circuit,
                                          self.circuit_policy, now)
@@ -524,8 +525,8 @@ class Dispatcher:
             verdict = Verdict.DISABLE
             reason = "the endpoint answered 410 Gone"
         else:
-            reason = (f"failing continuously since "
-                      f"{datetime.fromtimestamp(circuit.first_failure_at or now, UTC):%Y-%m-%d %H:%M}Z")
+            since = datetime.fromtimestamp(circuit.first_failure_at or now, UTC)
+            reason = f"failing continuously since {since:%Y-%m-%d %H:%M}Z"
         if verdict is Verdict.DISABLE:
             ep.row = dataclasses.replace(ep.row, status="disabled")
             self._disable[endpoint_id] = reason

@@ -61,7 +61,8 @@ class ServiceProcess:
         last = ""
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{self.tail()}")
+                raise RuntimeError(
+                    f"{self.name} exited with {self.proc.returncode}:\n{self.tail()}")
             try:
                 code, body = self.get("/healthz")
                 if code == 200:

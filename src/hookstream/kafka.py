@@ -36,7 +36,9 @@ def producer_config(bootstrap: str, client_id: str, **overrides: object) -> dict
     return config
 
 
-def consumer_config(bootstrap: str, group_id: str, client_id: str, **overrides: object) -> dict[str, object]:
+def consumer_config(
+    bootstrap: str, group_id: str, client_id: str, **overrides: object
+) -> dict[str, object]:
     config: dict[str, object] = {
         "bootstrap.servers": bootstrap,
         "group.id": group_id,

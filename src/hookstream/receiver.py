@@ -71,7 +71,8 @@ class Receiver:
         else:
             for secret in secrets:
                 try:
-                    verify(secret, request.headers, body, now=int(now), tolerance_s=self.tolerance_s)
+                    verify(secret, request.headers, body, now=int(now),
+                           tolerance_s=self.tolerance_s)
                     verified, error = True, None
                     break
                 except VerificationError as exc:

@@ -119,7 +119,8 @@ class CommonSettings:
         if self.log_format not in {"json", "text"}:
             raise ValueError(f"HOOKSTREAM_LOG_FORMAT must be json or text, got {self.log_format!r}")
         if not self.topic_prefix or any(c in self.topic_prefix for c in " /\\"):
-            raise ValueError(f"HOOKSTREAM_TOPIC_PREFIX is not a valid topic prefix: {self.topic_prefix!r}")
+            raise ValueError(
+                f"HOOKSTREAM_TOPIC_PREFIX is not a valid topic prefix: {self.topic_prefix!r}")
 
 
 @dataclass(frozen=True)

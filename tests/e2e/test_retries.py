@@ -3,6 +3,7 @@ on the real stack with real receivers."""
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import time
 import uuid
@@ -39,7 +40,7 @@ def test_a_retry_arrives_no_earlier_than_due_and_within_the_lateness_bound(
                message="delivered after two retries")
     rows = _attempts(db_url)
     assert [r[3] for r in rows] == ["retry", "retry", "delivered"]
-    for (_, _, finished, _, _), (n, started, _, _, _) in zip(rows, rows[1:], strict=False):
+    for (_, _, finished, _, _), (n, started, _, _, _) in itertools.pairwise(rows):
         planned = 2.0 * 2 ** (n - 2)  # 2 s after attempt 1, 4 s after attempt 2
         waited = (started - finished).total_seconds()
         assert waited >= planned - 0.01, f"attempt {n} released early: {waited:.2f}s"

@@ -7,6 +7,7 @@ their own topics on the real Kafka.
 
 from __future__ import annotations
 
+import io
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -43,7 +44,9 @@ class ApiHarness:
                    body: Any = None, raw: bytes | None = None,
                    params: Any = None) -> tuple[int, Any, dict[str, str]]:
         headers = {} if key is None else {"Authorization": f"Bearer {self.keys.get(key, key)}"}
-        data = raw if raw is not None else (None if body is None else orjson.dumps(body))
+        data: Any = raw if raw is not None else (None if body is None else orjson.dumps(body))
+        if isinstance(data, bytes) and len(data) > 65_536:
+            data = io.BytesIO(data)  # aiohttp warns about large raw bodies
         if data is not None:
             headers["Content-Type"] = "application/json"
         async with self.client.request(method, path, data=data, headers=headers,

@@ -70,6 +70,9 @@ def json_object(raw: bytes, *, required: bool = True) -> dict[str, Any]:
 def only(body: Mapping[str, Any], allowed: Collection[str], prefix: str = "") -> None:
     for name in body:
         if name not in allowed:
+            if not name:
+                raise invalid(prefix + "body" if not prefix else prefix.rstrip("."),
+                              "a field has an empty name")
             raise invalid(prefix + str(name), "unknown field")
 
 
@@ -279,7 +282,7 @@ def replay_range(body: Mapping[str, Any], *, now: datetime, oldest: datetime,
 def only_params(query: Mapping[str, str], allowed: Collection[str]) -> None:
     for name in query:
         if name not in allowed:
-            raise invalid(name, "unknown query parameter")
+            raise invalid(name or "query", "unknown query parameter")
 
 
 def single(query: Any, name: str) -> str | None:

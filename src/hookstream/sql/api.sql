@@ -218,7 +218,7 @@ ORDER BY attempt_no
 SELECT d.delivery_id, d.status, ep.status AS endpoint_status
 FROM deliveries d
 JOIN endpoints ep ON ep.id = d.endpoint_id
-WHERE d.delivery_id = %(id)s
+WHERE d.delivery_id = %(id)s AND (%(tenant)s::text IS NULL OR d.tenant = %(tenant)s)
 FOR UPDATE OF d
 
 -- name: mark_pending

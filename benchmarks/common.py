@@ -1,0 +1,118 @@
+"""Shared set-up for the benchmark scripts: a fresh database and topic prefix on the local
+stack, process sampling (CPU seconds, peak RSS) from /proc, bulk-loaded deliveries."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psycopg
+from confluent_kafka import Producer
+
+from hookstream import localstack
+from hookstream.codec import DeliveryTask, TaskKind
+from hookstream.harness import free_port
+from hookstream.kafka import delete_topics, ensure_topics
+from hookstream.migrate import migrate
+from hookstream.topics import Topics
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench-results"
+
+
+def fresh_env(name: str, partitions: int = 6) -> tuple[str, str, Topics]:
+    """(database url, bootstrap, topics) on the local stack, all new."""
+    localstack.up()
+    env = localstack.env()
+    admin = env["HOOKSTREAM_DATABASE_URL"]
+    db = f"hs_bench_{name}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {db}")
+    url = admin.rsplit("/", 1)[0] + "/" + db
+    migrate(url)
+    topics = Topics(f"bench-{name}-{uuid.uuid4().hex[:6]}")
+    ensure_topics(env["HOOKSTREAM_KAFKA_BOOTSTRAP"], topics.specs(partitions))
+    return url, env["HOOKSTREAM_KAFKA_BOOTSTRAP"], topics
+
+
+def drop_topics(bootstrap: str, topics: Topics) -> None:
+    delete_topics(bootstrap, [s.name for s in topics.specs()])
+
+
+def proc_stats(pid: int) -> tuple[float, int]:
+    """(CPU seconds user+system, peak RSS bytes) of a live process."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    cpu = (int(fields[11]) + int(fields[12])) / ticks
+    peak = 0
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                peak = int(line.split()[1]) * 1024
+    return cpu, peak
+
+
+def rss(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def start_fast_receiver(*extra: str) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "fast_receiver.py"),
+                             "--port", str(port), *extra])
+    import urllib.request
+
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/count", timeout=1).read()
+            return proc, port
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError("fast receiver did not start")
+
+
+def load_deliveries(db_url: str, bootstrap: str, topics: Topics, *, endpoints: list[str],
+                    tenants: list[str], n: int, payload: bytes = b'{"bench": true}') -> None:
+    """n events and n pending deliveries (event i → endpoint i mod len) written in bulk,
+    and their tasks produced to the deliveries topic: the dispatcher's input, without the
+    relay and fanout in the way."""
+    with psycopg.connect(db_url) as conn:
+        conn.execute(
+            "INSERT INTO events (event_id, tenant, type, schema_version, occurred_at,"
+            " committed_at, payload, payload_sha256)"
+            " SELECT gen_random_uuid(), 'bench', 'bench.run', 1, now(), now(), %s, sha256(%s)"
+            " FROM generate_series(1, %s)", (payload, payload, n))
+        conn.execute(
+            "INSERT INTO deliveries (event_id, endpoint_id, tenant, endpoint_config_version,"
+            " expires_at)"
+            " SELECT e.event_id, ep.id, ep.tenant, 1, now() + interval '1 day'"
+            " FROM (SELECT event_id, row_number() OVER () - 1 AS i FROM events) e"
+            " JOIN (SELECT id, tenant, row_number() OVER (ORDER BY id) - 1 AS j FROM endpoints)"
+            " ep ON ep.j = e.i %% %s", (len(endpoints),))
+        rows = conn.execute(
+            "SELECT delivery_id, event_id, endpoint_id, tenant FROM deliveries").fetchall()
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
+                         "queue.buffering.max.messages": 1_000_000})
+    from datetime import UTC, datetime
+
+    now = datetime.now(UTC)
+    for d, ev, ep, tenant in rows:
+        task = DeliveryTask(d, ev, ep, tenant, TaskKind.NEW, now, now)
+        while True:
+            try:
+                producer.produce(topics.deliveries, key=task.key, value=task.encode())
+                break
+            except BufferError:
+                producer.poll(0.1)
+    producer.flush(120)
