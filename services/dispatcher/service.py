@@ -277,7 +277,12 @@ class Dispatcher:
         connector = aiohttp.TCPConnector(
             limit=s.max_in_flight, limit_per_host=0, ttl_dns_cache=10,
             resolver=SafeResolver(allow_private=s.allow_private_targets))
-        async with aiohttp.ClientSession(connector=connector) as session:
+        # The per-attempt deadline is enforced by asyncio.timeout in send(); the session's
+        # own total timeout is the same figure as a backstop. No proxy from the environment:
+        # the SSRF guard must see the real target's addresses.
+        async with aiohttp.ClientSession(
+                connector=connector, trust_env=False,
+                timeout=aiohttp.ClientTimeout(total=s.request_timeout_s + 1)) as session:
             await self._open_store(store)
             self.healthy = True
             helpers = [
