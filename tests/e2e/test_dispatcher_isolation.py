@@ -168,3 +168,25 @@ def test_dispatcher_killed_mid_flight_loses_nothing(
     assert sum(n - 1 for n in seen.values()) >= 1  # the kill really interrupted attempts
     lost = scalar(db_url, "SELECT count(*) FROM attempts WHERE outcome = 'lost'")
     assert lost >= 1
+
+
+def test_a_second_dispatcher_takes_over_when_the_first_is_killed(
+        db_url: str, receiver: Receiver, start_pipeline: StartPipeline) -> None:
+    # Two members of the group share the partitions; SIGKILL one while work is in flight:
+    # the group rebalances, the survivor takes its partitions and expired leases are
+    # reaped, so every delivery still ends delivered.
+    p = start_pipeline(dispatchers=2, lease_s="4")
+    for i in range(6):
+        add_endpoint(db_url, receiver, f"e{i}", "acme", behaviour=Behaviour(delay_s=0.5))
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        for i in range(40):
+            write_event(conn, tenant="acme", type="a.b", payload={"i": i})
+    wait_until(lambda: len(receiver.arrivals) >= 30, 30, message="work under way")
+    p["dispatcher2"].kill()
+    wait_until(lambda: scalar(db_url, "SELECT count(*) FROM deliveries WHERE status"
+                                      " = 'delivered'") == 240, 90, message="all delivered")
+    seen = Counter(a.webhook_id for a in receiver.arrivals)
+    attempts = dict(query(db_url, "SELECT delivery_id::text, count(*) FROM attempts"
+                                  " GROUP BY delivery_id"))
+    assert len(seen) == 240
+    assert all(attempts[k] >= n for k, n in seen.items())

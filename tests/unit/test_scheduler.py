@@ -583,7 +583,7 @@ def worlds(draw: st.DrawFn) -> dict[str, object]:
     return {"tenants": tenants, "lanes": lanes_, "cap": draw(st.integers(1, 8))}
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(worlds(), st.randoms(use_true_random=False), st.booleans())
 def test_simulation_drains_every_queue(
     world: dict[str, object], rng: random.Random, chaos: bool
