@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from hookstream.signing import decode_secret
 from tests.helpers import query
-from tests.integration.test_api_support import ApiHarness, api  # noqa: F401
+from tests.integration.test_api_support import ApiHarness, api_fixture  # noqa: F401
 
 
 async def test_create_returns_the_secret_once_and_stores_the_endpoint(api: ApiHarness) -> None:

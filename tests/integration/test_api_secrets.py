@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from hookstream.signing import verify, webhook_headers
 from tests.helpers import query
-from tests.integration.test_api_support import ApiHarness, api  # noqa: F401
+from tests.integration.test_api_support import ApiHarness, api_fixture  # noqa: F401
 
 SIGNING_SECRETS = ("SELECT secret FROM endpoint_secrets WHERE endpoint_id = %s"
                    " AND (expires_at IS NULL OR expires_at > now()) ORDER BY version DESC")

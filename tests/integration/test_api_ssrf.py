@@ -6,6 +6,7 @@ receiver listens on loopback so that, were the guard missing, the request would 
 from __future__ import annotations
 
 import socket
+from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
@@ -14,7 +15,7 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from hookstream.receiver import Receiver
 from hookstream.safe_resolver import BlockedAddressError, SafeResolver
 from hookstream.signing import webhook_headers
-from tests.integration.test_api_support import ApiHarness, api  # noqa: F401
+from tests.integration.test_api_support import ApiHarness, api_fixture  # noqa: F401
 
 HOST = "hooks.rebind-attack.example"
 
@@ -50,10 +51,10 @@ async def post_like_the_dispatcher(url: str, dns: AttackerDNS, *, allow_private:
 
 
 @pytest.fixture
-async def receiver() -> Receiver:
+async def receiver() -> AsyncIterator[Receiver]:
     r = Receiver()
     await r.start()
-    yield r  # type: ignore[misc]
+    yield r
     await r.stop()
 
 

@@ -67,7 +67,8 @@ class ApiHarness:
         return await self.ok("POST", "/v1/endpoints", key, body=body, status=201)
 
 
-async def make_harness(db_url: str, settings: ApiSettings) -> tuple[ApiHarness, TestClient[Any, Any]]:
+async def make_harness(db_url: str,
+                       settings: ApiSettings) -> tuple[ApiHarness, TestClient[Any, Any]]:
     app = build_app(settings)
     client: TestClient[Any, Any] = TestClient(TestServer(app))
     await client.start_server()
@@ -86,8 +87,8 @@ def api_settings(db_url: str, bootstrap: str, prefix: str, **overrides: Any) -> 
                        api_port=0, **overrides)
 
 
-@pytest.fixture
-async def api(stack: Stack, db_url: str) -> AsyncIterator[ApiHarness]:
+@pytest.fixture(name="api")
+async def api_fixture(stack: Stack, db_url: str) -> AsyncIterator[ApiHarness]:
     """The API without topics of its own: for tests that never produce to Kafka."""
     settings = api_settings(db_url, stack.bootstrap, f"noapi{uuid.uuid4().hex[:8]}")
     harness, client = await make_harness(db_url, settings)
@@ -159,8 +160,8 @@ def read_tasks(bootstrap: str, topic: str, expected: int,
         consumer.close()
 
 
-@pytest.fixture
-async def kapi(stack: Stack, db_url: str, topics: Any) -> AsyncIterator[ApiHarness]:
+@pytest.fixture(name="kapi")
+async def kapi_fixture(stack: Stack, db_url: str, topics: Any) -> AsyncIterator[ApiHarness]:
     """The API with topics of its own on the real Kafka: for replay tests."""
     settings = api_settings(db_url, stack.bootstrap, topics.prefix, operation_batch_size=2)
     harness, client = await make_harness(db_url, settings)

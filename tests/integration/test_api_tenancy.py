@@ -11,7 +11,7 @@ from hookstream.api.app import ROUTES
 from tests.helpers import query
 from tests.integration.test_api_support import (  # noqa: F401
     ApiHarness,
-    api,
+    api_fixture,
     seed_delivery,
     seed_event,
 )
@@ -155,7 +155,7 @@ async def test_operator_routes_work_for_the_operator_only(api: ApiHarness) -> No
                            status=201)
     assert created["id"] == "initech"
     code, err, _ = await api.call("POST", "/v1/tenants", "operator", body={"id": "initech"})
-    assert code == 409
+    assert code == 409 and err["error"]["field"] == "id"
     key = await api.ok("POST", "/v1/tenants/initech/api-keys", "operator",
                        body={"name": "ci"}, status=201)
     assert key["token"].startswith("hsk_") and key["prefix"] == key["token"][:12]
