@@ -208,7 +208,7 @@ def large_round(b: Bench, endpoints: int) -> dict[str, float]:
     topics = Topics(f"bench{uuid.uuid4().hex[:8]}")
     ensure_topics(b.bootstrap, topics.specs(partitions=PARTITIONS))
     try:
-        add_endpoints(url, endpoints, ["tenant-0"])
+        add_endpoints(url, endpoints, ["tenant-1"])  # fill_outbox's row 1
         run_relay(b, url, topics, 1, 200)
         fanout_s = run_fanout(b, url, topics, endpoints, f"large-{endpoints}")
         return {"fanout_s": fanout_s, "fanout_rate": endpoints / fanout_s}

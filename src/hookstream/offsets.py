@@ -38,6 +38,12 @@ class PartitionOffsets:
             ) from None
         while self._order and self._order[0] not in self._unfinished:
             self._order.popleft()
+        if len(self._order) > 2 * len(self._unfinished) + 1024:
+            # A slow message at the head keeps every finished one behind it in the deque;
+            # compacting keeps memory proportional to the unfinished messages, not to the
+            # distance from the head (a million deferred tasks behind one slow endpoint).
+            # Amortised O(1): it runs when at least half the deque is finished entries.
+            self._order = deque(o for o in self._order if o in self._unfinished)
 
     def committable(self) -> int | None:
         """Kafka's convention: the next offset to read, so a restart resumes there."""

@@ -133,6 +133,28 @@ class RelaySettings(CommonSettings):
     max_payload_bytes: int = env_field(
         "RELAY_MAX_PAYLOAD_BYTES", 900_000, pos_int, "larger payloads are quarantined"
     )
+    lanes: int = env_field(
+        "RELAY_LANES", 2, pos_int,
+        "publish rounds in flight at once (one connection each): one round locks and "
+        "produces its rows while another waits for its acknowledgements",
+    )
+    ack_timeout_s: float = env_field(
+        "RELAY_ACK_TIMEOUT_S", 30.0, pos_float,
+        "a record not acknowledged within this is failed and republished by a later round",
+    )
+    max_backoff_s: float = env_field(
+        "RELAY_MAX_BACKOFF_S", 5.0, pos_float, "cap of the reconnect backoff (broker or database)"
+    )
+    retention_s: float = env_field(
+        "RELAY_RETENTION_S", 3 * 86_400.0, nonneg_float,
+        "published rows are deleted from the outbox this long after publication",
+    )
+    purge_batch_size: int = env_field(
+        "RELAY_PURGE_BATCH_SIZE", 5_000, pos_int, "rows per DELETE (short locks, short WAL bursts)"
+    )
+    purge_interval_s: float = env_field(
+        "RELAY_PURGE_INTERVAL_S", 60.0, pos_float, "how often published rows are purged"
+    )
 
 
 @dataclass(frozen=True)
@@ -141,6 +163,14 @@ class FanoutSettings(CommonSettings):
     group_id: str = env_field("FANOUT_GROUP_ID", "hookstream-fanout")
     batch_size: int = env_field("FANOUT_BATCH_SIZE", 500, pos_int, "events consumed per round")
     retry_window_s: float = env_field("RETRY_WINDOW_S", 86_400.0, pos_float)
+    max_rows_per_statement: int = env_field(
+        "FANOUT_MAX_ROWS_PER_STATEMENT", 5_000, pos_int,
+        "delivery rows created (and held in memory) per statement; a larger fan-out is "
+        "split into endpoint id ranges",
+    )
+    max_backoff_s: float = env_field(
+        "FANOUT_MAX_BACKOFF_S", 5.0, pos_float, "cap of the reconnect backoff (broker or database)"
+    )
 
 
 @dataclass(frozen=True)

@@ -156,3 +156,18 @@ def test_interleaved_track_and_complete(ops: list[tuple[bool, int]]) -> None:
             assert commit >= previous
         assert commit == (min(unfinished) if unfinished else next_offset)
         previous = commit
+
+
+def test_memory_follows_unfinished_offsets_not_the_distance_from_a_slow_head() -> None:
+    # One slow message at the head, a hundred thousand finished behind it: the tracker
+    # must not keep them all (the dispatcher defers a million tasks behind one endpoint).
+    tracker = PartitionOffsets()
+    for offset in range(100_000):
+        tracker.track(offset)
+        if offset:
+            tracker.complete(offset)
+    assert tracker.committable() == 0
+    assert tracker.pending_count() == 1
+    assert len(tracker._order) <= 2 * 1 + 1024 + 1
+    tracker.complete(0)
+    assert tracker.committable() == 100_000

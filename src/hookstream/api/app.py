@@ -13,7 +13,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -57,7 +57,7 @@ class ApiMetrics:
 @dataclass
 class Api:
     settings: ApiSettings
-    pool: AsyncConnectionPool
+    pool: AsyncConnectionPool[psycopg.AsyncConnection[DictRow]]
     sink: TaskSink
     operations: Operations
     metrics: ApiMetrics
@@ -66,7 +66,7 @@ class Api:
         """One transaction: committed when the block ends, rolled back if it raises."""
         return self.pool.connection(timeout=POOL_TIMEOUT_S)
 
-    def oldest(self) -> Any:
+    def oldest(self) -> datetime:
         return now_utc() - timedelta(days=self.settings.history_days)
 
 
@@ -551,6 +551,7 @@ async def _resources(app: web.Application) -> AsyncIterator[None]:
     settings = app[SETTINGS]
     pool = AsyncConnectionPool(settings.database_url, min_size=1,
                                max_size=settings.db_pool_size, open=False,
+                               connection_class=psycopg.AsyncConnection[DictRow],
                                kwargs={"row_factory": dict_row}, name="hookstream-api")
     await pool.open(wait=False)
     sink = TaskSink(settings.kafka_bootstrap, Topics(settings.topic_prefix))

@@ -28,7 +28,7 @@ MAX_FAILURES = 3
 
 
 class Operations:
-    def __init__(self, pool: AsyncConnectionPool, sink: TaskSink, *, batch_size: int,
+    def __init__(self, pool: AsyncConnectionPool[store.Conn], sink: TaskSink, *, batch_size: int,
                  lease_s: float, replays: Counter, owner: str | None = None) -> None:
         self.pool = pool
         self.sink = sink

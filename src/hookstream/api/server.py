@@ -17,7 +17,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge
@@ -143,4 +143,4 @@ def with_api(build: Callable[[S, CollectorRegistry], Service], settings: ApiSett
     """Wrap a service factory so the service also serves the API (when enabled)."""
     if not settings.api_enabled:
         return build
-    return lambda s, registry: WithApi(build(s, registry), settings, registry)
+    return lambda s, registry: cast(Service, WithApi(build(s, registry), settings, registry))

@@ -12,7 +12,7 @@ import binascii
 import math
 import re
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -173,7 +173,7 @@ class EndpointSpec:
 
 def _endpoint_values(body: Mapping[str, Any], *, allow_insecure: bool,
                      prefix: str) -> dict[str, Any]:
-    parsers = {
+    parsers: dict[str, Callable[[Any, str], Any]] = {
         "url": lambda v, n: endpoint_url(v, allow_insecure=allow_insecure, name=n),
         "description": lambda v, n: text(v, n, max_len=MAX_DESCRIPTION),
         "event_types": event_types,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -107,10 +108,13 @@ class FairScheduler(Generic[K, T]):
         lane.cap = limits.max_in_flight
         if lane.state is _State.CAPPED and lane.in_flight < lane.cap:
             self._make_ready(lane)
+        self._rearm(lane)
 
     def set_rate(self, key: K, rate_per_s: float, now: float) -> None:
         """Adaptive throttling lowers (or restores) an endpoint's effective rate."""
-        self._lanes[key].bucket.set_rate(rate_per_s, now)
+        lane = self._lanes[key]
+        lane.bucket.set_rate(rate_per_s, now)
+        self._rearm(lane)
 
     def has_endpoint(self, key: K) -> bool:
         return key in self._lanes
@@ -163,7 +167,7 @@ class FairScheduler(Generic[K, T]):
                 continue
             wait = tenant.bucket.wait_time(now)
             if wait > 0:
-                self._park(tenant, now + wait)
+                self._park(tenant, _after(now, wait))
                 self._ring.popleft()
                 continue
             lane = self._next_lane(tenant, now)
@@ -238,7 +242,7 @@ class FairScheduler(Generic[K, T]):
                 continue
             wait = lane.bucket.wait_time(now)
             if wait > 0:
-                self._park(lane, now + wait)
+                self._park(lane, _after(now, wait))
                 continue
             lane.bucket.try_take(now)
             return lane
@@ -265,6 +269,15 @@ class FairScheduler(Generic[K, T]):
                     if lane.queue:
                         self._make_ready(lane)
 
+    def _rearm(self, lane: _Lane[T]) -> None:
+        # A lane parked on a timer computed under the old limits re-evaluates at the next
+        # take: its timer may be far too late, or infinite after a rate of 0 (a lost
+        # wake-up). The old heap entry goes stale; _next_lane parks it again if needed.
+        if lane.state is _State.WAITING:
+            lane.state = _State.IDLE
+            if lane.queue:
+                self._make_ready(lane)
+
     def _make_ready(self, lane: _Lane[T]) -> None:
         lane.state = _State.READY
         tenant = self._tenants[lane.tenant]
@@ -278,3 +291,14 @@ class FairScheduler(Generic[K, T]):
             self._ring.append(tenant.name)
         else:
             tenant.state = _State.IDLE
+
+
+def _after(now: float, wait_s: float) -> float:
+    """When a bucket that lacks ``wait_s`` of refill at ``now`` surely has its token.
+
+    ``now + wait_s`` can round down, and at a high rate the refill then falls short by
+    more than the bucket's slack (rate × one ulp of ``now``): a driver that sleeps until
+    the timer would find nothing to take and the same timer again. One ulp later the
+    elapsed time is at least ``wait_s``.
+    """
+    return math.nextafter(now + wait_s, math.inf)
