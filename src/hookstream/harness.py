@@ -112,6 +112,8 @@ def pipeline_env(*, database_url: str, bootstrap: str, topic_prefix: str,
         "HOOKSTREAM_KAFKA_BOOTSTRAP": bootstrap,
         "HOOKSTREAM_TOPIC_PREFIX": topic_prefix,
         "HOOKSTREAM_LOG_FORMAT": "json",
+        # any free port: concurrent pipelines (tests, demo, benchmarks) never compete for 8080
+        "HOOKSTREAM_API_PORT": "0",
     }
     env.update({f"HOOKSTREAM_{k.upper()}": v for k, v in extra.items()})
     return env

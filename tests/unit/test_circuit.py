@@ -122,11 +122,10 @@ def test_a_huge_failure_count_stays_at_the_cap() -> None:
     assert new.paused_until == 86.0
 
 
-def test_failure_that_would_not_extend_the_pause_reports_none() -> None:
+@pytest.mark.parametrize("now", [15.0, 99.999])
+def test_failure_while_open_changes_nothing(now: float) -> None:
     state = CircuitState(consecutive_failures=10, first_failure_at=0.0, paused_until=100.0)
-    new, verdict = on_failure(POLICY, state, 15.0)  # 15 + 80 < 100
-    assert verdict is Verdict.NONE
-    assert new == CircuitState(11, 0.0, 100.0)
+    assert on_failure(POLICY, state, now) == (state, Verdict.NONE)
 
 
 def test_success_resets_everything() -> None:
@@ -167,17 +166,19 @@ def test_success_restarts_the_disable_clock() -> None:
     state, verdicts = fail_at([999.0, 1500.0, 1998.0], state=state)
     assert Verdict.DISABLE not in verdicts
     assert state.first_failure_at == 999.0
-    assert on_failure(POLICY, state, 1999.0)[1] is Verdict.DISABLE
+    assert state.paused_until == 2008.0
+    assert on_failure(POLICY, state, 2008.0)[1] is Verdict.DISABLE
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "on_failure doubles the pause for every failure past the threshold, including the "
-    "in-flight requests that fail while the circuit is already open; the design says a "
-    "pause doubles per failed probe. See the test report."))
 def test_failures_already_in_flight_when_the_circuit_opens_do_not_escalate() -> None:
     # Ten requests were in flight when the endpoint went down; they all time out together.
-    state, _ = fail_at([100.0 + i * 0.001 for i in range(10)])
-    assert state.paused_until == pytest.approx(100.0 + 0.002 + 10.0, abs=0.01)
+    state, verdicts = fail_at([100.0 + i * 0.001 for i in range(10)])
+    assert verdicts == [Verdict.NONE, Verdict.NONE, Verdict.PAUSE] + [Verdict.NONE] * 7
+    assert state == CircuitState(3, 100.0, 100.002 + 10.0)
+    # Only the probe's failure doubles the pause.
+    state, verdict = on_failure(POLICY, state, 110.002)
+    assert verdict is Verdict.PAUSE
+    assert state.paused_until == pytest.approx(110.002 + 20.0)
 
 
 # --- properties ----------------------------------------------------------------------
@@ -209,6 +210,9 @@ def test_random_histories(policy: CircuitPolicy, start: float,
             continue
         before = state
         state, verdict = on_failure(policy, state, now)
+        if before.paused_until is not None and now < before.paused_until:
+            assert (state, verdict) == (before, Verdict.NONE), "in flight when it opened"
+            continue
         first = before.first_failure_at if before.first_failure_at is not None else now
         assert state.consecutive_failures == before.consecutive_failures + 1
         assert state.first_failure_at == first

@@ -10,6 +10,7 @@ and is late by at most the smallest tier's delay plus processing time.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 DEFAULT_DELAYS_S: tuple[float, ...] = (1.0, 5.0, 30.0, 120.0, 600.0, 3600.0, 4 * 3600.0)
@@ -21,10 +22,12 @@ class Tiers:
     delays_s: tuple[float, ...] = DEFAULT_DELAYS_S
 
     def __post_init__(self) -> None:
-        if not self.delays_s or any(d <= 0 for d in self.delays_s):
-            raise ValueError("tier delays must be positive")
+        if not self.delays_s or any(not (0 < d < math.inf) for d in self.delays_s):
+            raise ValueError("tier delays must be positive and finite")
         if list(self.delays_s) != sorted(set(self.delays_s)):
             raise ValueError("tier delays must be strictly increasing")
+        if len(set(self.topics)) != len(self.delays_s):
+            raise ValueError("tier delays must differ by at least a millisecond (topic names)")
 
     def topic(self, delay_s: float) -> str:
         return f"{self.prefix}.delay.{_label(delay_s)}"
@@ -51,7 +54,7 @@ class Tiers:
 def _label(delay_s: float) -> str:
     s = int(delay_s)
     if s != delay_s:
-        return f"{int(delay_s * 1000)}ms"
+        return f"{round(delay_s * 1000)}ms"
     if s % 3600 == 0:
         return f"{s // 3600}h"
     if s % 60 == 0:
