@@ -18,3 +18,17 @@ CREATE INDEX deliveries_coalesce ON deliveries (endpoint_id, coalescing_key)
 -- A large fan-out walks a tenant's endpoints in id ranges (keyset), a few thousand per
 -- statement: this index gives each range in order without sorting the whole tenant.
 CREATE INDEX endpoints_tenant_id ON endpoints (tenant, id) WHERE status <> 'disabled';
+
+-- Does an endpoint's event-type filter take this type? Exact ('invoice.paid'), prefix
+-- wildcard ('invoice.*' takes 'invoice.paid' and 'invoice.line.added', not 'invoice')
+-- or '*'. One definition for the fanout's sizing and creating statements; a plain SQL
+-- function, so the planner inlines it.
+CREATE FUNCTION hookstream_type_matches(patterns text[], event_type text)
+RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT EXISTS (
+        SELECT 1 FROM unnest(patterns) AS f(pattern)
+        WHERE f.pattern = '*'
+           OR f.pattern = event_type
+           OR (right(f.pattern, 2) = '.*' AND starts_with(event_type, left(f.pattern, -1)))
+    )
+$$;

@@ -9,7 +9,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -22,11 +22,12 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
+from hookstream.fanout.plan import Audience, plan
+from hookstream.fanout.tasks import encode_new_task
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from psycopg.rows import dict_row
 
 from hookstream import queries
-from hookstream.codec import CodecError, DeliveryTask, EventEnvelope, TaskKind
+from hookstream.codec import CodecError, EventEnvelope
 from hookstream.kafka import BrokerUnavailable, consumer_config, flush_or_raise, new_producer
 from hookstream.settings import FanoutSettings
 from hookstream.topics import Topics
@@ -44,9 +45,25 @@ class FanoutMetrics:
             registry=registry)
         self.tasks = Counter(
             "hookstream_fanout_tasks_produced_total", "Delivery tasks produced", registry=registry)
+        self.coalesced = Counter(
+            "hookstream_fanout_coalesced_total",
+            "Pending deliveries superseded by the delivery of a newer event of the same "
+            "(endpoint, coalescing key)", registry=registry)
         self.batch_seconds = Histogram(
             "hookstream_fanout_batch_seconds", "Duration of one fan-out batch",
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+            registry=registry)
+        self.event_seconds = Histogram(
+            "hookstream_fanout_event_seconds",
+            "Fan-out duration per event: from its batch's start until its rows are "
+            "committed and its tasks acknowledged",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=registry)
+        self.statement_rows = Histogram(
+            "hookstream_fanout_statement_rows",
+            "Delivery rows returned by one creating statement (bounded by "
+            "FANOUT_MAX_ROWS_PER_STATEMENT)",
+            buckets=(1, 10, 100, 500, 1000, 2000, 5000, 10000, 20000, 50000),
             registry=registry)
         self.lag_seconds = Histogram(
             "hookstream_fanout_event_lag_seconds", "Outbox commit → delivery rows durable",
@@ -63,6 +80,19 @@ class BatchResult:
     tasks: int
     conflicts: int
     undecodable: int
+    coalesced: int = 0
+    statements: int = 0
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+# Errors of the database connection: reconnect. InterfaceError is what psycopg raises on
+# a connection the server already closed (a restart between two statements).
+DB_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError)
+
+
+def _epoch_us(at: datetime) -> int:
+    return (at - _EPOCH) // _MICROSECOND
 
 
 class Fanout:
@@ -76,8 +106,9 @@ class Fanout:
         self.last_error: str | None = None
         self._delivery_failed = False
 
-    # -- pure-ish batch step: decoded events in, rows and tasks out -------------------
+    # -- one batch: decoded events in, rows and tasks out ----------------------------
     def process(self, conn: psycopg.Connection[Any], messages: list[Message]) -> BatchResult:
+        started = time.monotonic()
         envelopes: list[EventEnvelope] = []
         undecodable = 0
         for msg in messages:
@@ -88,68 +119,107 @@ class Fanout:
                 self._to_dead_letter(msg, f"undecodable event record: {exc}")
         # The same event twice in one batch (relay retry) is one event.
         unique = list({e.event_id: e for e in envelopes}.values())
-        created: list[dict[str, Any]] = []
-        resend: list[dict[str, Any]] = []
-        conflicts = 0
-        if unique:
-            with conn.transaction():
-                shas = [hashlib.sha256(e.payload).digest() for e in unique]
-                new_ids = {r["event_id"] for r in conn.execute(Q["store_events"], {
-                    "event_id": [e.event_id for e in unique],
-                    "tenant": [e.tenant for e in unique],
-                    "type": [e.type for e in unique],
-                    "schema_version": [e.schema_version for e in unique],
-                    "object_id": [e.object_id for e in unique],
-                    "object_version": [e.object_version for e in unique],
-                    "coalescing_key": [e.coalescing_key for e in unique],
-                    "occurred_at": [e.occurred_at for e in unique],
-                    "committed_at": [e.committed_at for e in unique],
-                    "payload": [e.payload for e in unique],
-                    "sha": shas,
-                })}
-                seen_before = [(e, s) for e, s in zip(unique, shas, strict=True)
-                               if e.event_id not in new_ids]
-                accepted = [e for e in unique if e.event_id in new_ids]
-                again: list[uuid.UUID] = []
-                if seen_before:
-                    stored = {r["event_id"]: bytes(r["payload_sha256"]) for r in conn.execute(
-                        Q["stored_hashes"], {"ids": [e.event_id for e, _ in seen_before]})}
-                    for e, sha in seen_before:
-                        if stored.get(e.event_id) == sha:
-                            accepted.append(e)
-                            again.append(e.event_id)
-                        else:
-                            conflicts += 1
-                            conn.execute(Q["record_conflict"], {"event_id": e.event_id, "sha": sha})
-                            log.error("event id reused with different bytes; rejected",
-                                      extra={"event_id": str(e.event_id)})
-                if accepted:
-                    created = conn.execute(Q["create_deliveries"], {
-                        "event_id": [e.event_id for e in accepted],
-                        "tenant": [e.tenant for e in accepted],
-                        "type": [e.type for e in accepted],
-                        "coalescing_key": [e.coalescing_key for e in accepted],
-                        "committed_at": [e.committed_at for e in accepted],
-                        "window_s": self.settings.retry_window_s,
-                    }).fetchall()
-                if again:
-                    fresh = {r["delivery_id"] for r in created}
-                    resend = [r for r in conn.execute(Q["pending_deliveries_of"], {"ids": again})
-                              if r["delivery_id"] not in fresh]
-        committed = {e.event_id: e.committed_at for e in unique}
-        now = datetime.now(UTC)
-        for row in [*created, *resend]:
-            task = DeliveryTask(
-                delivery_id=row["delivery_id"], event_id=row["event_id"],
-                endpoint_id=row["endpoint_id"], tenant=row["tenant"], kind=TaskKind.NEW,
-                due_at=now, committed_at=committed[row["event_id"]],
-                lease_version=row["lease_version"])
-            self._produce(self.topics.deliveries, task.key, task.encode())
+        accepted, again, conflicts = self._store_events(conn, unique) if unique else ([], set(), 0)
+        result = BatchResult(len(unique), 0, 0, conflicts, undecodable)
+        if accepted:
+            self._fan_out(conn, accepted, again, result)
         flush_or_raise(self.producer, 30)
-        for e in unique:
+        now = datetime.now(UTC)
+        elapsed = time.monotonic() - started
+        for e in accepted:
+            self.metrics.event_seconds.observe(elapsed)
             self.metrics.lag_seconds.observe(max(0.0, (now - e.committed_at).total_seconds()))
-        return BatchResult(len(unique), len(created), len(created) + len(resend), conflicts,
-                           undecodable)
+        return result
+
+    def _store_events(self, conn: psycopg.Connection[Any], unique: list[EventEnvelope],
+                      ) -> tuple[list[EventEnvelope], set[uuid.UUID], int]:
+        """Store new events (immutable, with their hash). Returns the events to fan out
+        (new ones, and ones seen before with the same bytes: ``again``) and the number of
+        conflicts (same id, other bytes: rejected, recorded, not fanned out)."""
+        conflicts = 0
+        again: set[uuid.UUID] = set()
+        with conn.transaction():
+            shas = [hashlib.sha256(e.payload).digest() for e in unique]
+            new_ids = {r[0] for r in conn.execute(Q["store_events"], {
+                "event_id": [e.event_id for e in unique],
+                "tenant": [e.tenant for e in unique],
+                "type": [e.type for e in unique],
+                "schema_version": [e.schema_version for e in unique],
+                "object_id": [e.object_id for e in unique],
+                "object_version": [e.object_version for e in unique],
+                "coalescing_key": [e.coalescing_key for e in unique],
+                "occurred_at": [e.occurred_at for e in unique],
+                "committed_at": [e.committed_at for e in unique],
+                "payload": [e.payload for e in unique],
+                "sha": shas,
+            })}
+            seen_before = [(e, s) for e, s in zip(unique, shas, strict=True)
+                           if e.event_id not in new_ids]
+            if seen_before:
+                stored = {r[0]: bytes(r[1]) for r in conn.execute(
+                    Q["stored_hashes"], {"ids": [e.event_id for e, _ in seen_before]})}
+                for e, sha in seen_before:
+                    if stored.get(e.event_id) == sha:
+                        again.add(e.event_id)
+                    else:
+                        conflicts += 1
+                        conn.execute(Q["record_conflict"], {"event_id": e.event_id, "sha": sha})
+                        log.error("event id reused with different bytes; rejected",
+                                  extra={"event_id": str(e.event_id)})
+        accepted = [e for e in unique if e.event_id in new_ids or e.event_id in again]
+        return accepted, again, conflicts
+
+    def _fan_out(self, conn: psycopg.Connection[Any], events: list[EventEnvelope],
+                 again: set[uuid.UUID], result: BatchResult) -> None:
+        """Delivery rows and tasks, in statements of bounded size (plan.py). Each
+        statement commits on its own and its tasks are produced right after, so memory
+        holds one statement's rows; a crash half way leaves committed rows behind,
+        which the next pass over the event (offsets were not committed) keeps and
+        completes — see create_deliveries."""
+        page = self.settings.max_rows_per_statement
+        keys = [(e.tenant, e.type) for e in events]
+        audiences = {
+            (r[0], r[1]): Audience(r[2], tuple(r[3]))
+            for r in conn.execute(Q["audiences"], {
+                "tenant": [k[0] for k in keys], "type": [k[1] for k in keys], "page": page})
+        }
+        committed_us = {str(e.event_id): _epoch_us(e.committed_at) for e in events}
+        due_us = _epoch_us(datetime.now(UTC))
+        topic = self.topics.deliveries
+        for statement in plan(keys, audiences, page):
+            chosen = [events[s.event] for s in statement]
+            with conn.transaction():
+                rows = conn.execute(Q["create_deliveries"], {
+                    "event_id": [e.event_id for e in chosen],
+                    "tenant": [e.tenant for e in chosen],
+                    "type": [e.type for e in chosen],
+                    "coalescing_key": [e.coalescing_key for e in chosen],
+                    "committed_at": [e.committed_at for e in chosen],
+                    "again": [e.event_id in again for e in chosen],
+                    "after": [s.after for s in statement],
+                    "upto": [s.upto for s in statement],
+                    "window_s": self.settings.retry_window_s,
+                }).fetchall()
+                keyed = [r for r in rows if r[7] and r[6] is not None]
+                superseded: set[str] = set()
+                if keyed:
+                    superseded = {r[0] for r in conn.execute(Q["coalesce"], {
+                        "endpoint_id": [r[2] for r in keyed], "key": [r[6] for r in keyed]})}
+            result.statements += 1
+            result.created += sum(1 for r in rows if r[7])
+            result.coalesced += len(superseded)
+            self.metrics.statement_rows.observe(len(rows))
+            # A row superseded in the same transaction needs no task (it can never be
+            # claimed); rows superseded from earlier batches already had theirs.
+            for (delivery_id, event_id, endpoint_id, key, tenant, lease_version,
+                 _ck, _created) in rows:
+                if delivery_id in superseded:
+                    continue
+                value = encode_new_task(delivery_id, event_id, endpoint_id, tenant, due_us,
+                                        committed_us[event_id], lease_version)
+                self._produce(topic, key, value)
+                result.tasks += 1
+            self.producer.poll(0)  # serve delivery reports as we go
 
     def _produce(self, topic: str, key: bytes, value: bytes, headers: Any = None) -> None:
         while True:
@@ -183,15 +253,15 @@ class Fanout:
             while not self.stop.is_set():
                 try:
                     self._run_connected(consumer)
-                except (psycopg.OperationalError, BrokerUnavailable, KafkaException) as exc:
+                except (*DB_ERRORS, BrokerUnavailable, KafkaException) as exc:
                     self.healthy, self.last_error = False, str(exc)
-                    kind = "database" if isinstance(exc, psycopg.OperationalError) else "broker"
+                    kind = "database" if isinstance(exc, DB_ERRORS) else "broker"
                     self.metrics.errors.labels(kind).inc()
                     log.warning("fanout batch failed; rewinding and backing off",
                                 extra={"error": str(exc), "backoff_s": backoff_s})
                     self._rewind(consumer)
                     self.stop.wait(backoff_s)
-                    backoff_s = min(backoff_s * 2, 10.0)
+                    backoff_s = min(backoff_s * 2, self.settings.max_backoff_s)
                 else:
                     backoff_s = 0.5
         finally:
@@ -215,8 +285,8 @@ class Fanout:
             raise
 
     def _run_connected(self, consumer: Consumer) -> None:
-        with psycopg.connect(self.settings.database_url, row_factory=dict_row,
-                             autocommit=True) as conn:
+        with psycopg.connect(self.settings.database_url, autocommit=True,
+                             connect_timeout=10) as conn:
             self.healthy, self.last_error = True, None
             while not self.stop.is_set():
                 messages = consumer.consume(self.settings.batch_size, timeout=0.5)
@@ -242,6 +312,7 @@ class Fanout:
                 self.metrics.events.labels("undecodable").inc(result.undecodable)
                 self.metrics.deliveries.inc(result.created)
                 self.metrics.tasks.inc(result.tasks)
+                self.metrics.coalesced.inc(result.coalesced)
 
 
 def _next_offsets(messages: list[Message]) -> list[TopicPartition]:

@@ -27,3 +27,31 @@ def rejection_reason(
     except orjson.JSONDecodeError as exc:
         return f"payload is not valid JSON: {exc}"
     return None
+
+
+# Broker errors about the record itself (librdkafka error names): sending it again can
+# never succeed, so the row is quarantined like any malformed row instead of being
+# retried at the head of the outbox forever. Everything else (timeouts, leader changes,
+# a broker down) is transient: the row stays unpublished and a later round sends it.
+PERMANENT_BROKER_ERRORS = frozenset({
+    "MSG_SIZE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_RECORD", "INVALID_MSG_SIZE",
+})
+
+
+def broker_rejection_reason(error_name: str, detail: str) -> str | None:
+    """The quarantine reason for a record the broker (or client) refused for good."""
+    if error_name in PERMANENT_BROKER_ERRORS:
+        return f"rejected by the broker ({error_name}): {detail}"[:500]
+    return None
+
+
+def reason_category(reason: str) -> str:
+    """A bounded label value for the quarantine metric; the full reason is on the row."""
+    for fragment, category in (("schema_version", "schema_version"),
+                               ("event type", "event_type"),
+                               ("exceeds", "too_large"),
+                               ("rejected by the broker", "broker_rejected"),
+                               ("JSON", "json")):
+        if fragment in reason:
+            return category
+    return "other"

@@ -69,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     from hookstream.api.cli import register as register_control_plane
 
     register_control_plane(sub)  # tenants | apikeys | endpoints (hookstream.api.cli)
+    from hookstream.reconcile import register as register_reconcile
+
+    register_reconcile(sub)  # reconcile (hookstream.reconcile)
     args = parser.parse_args(argv)
     if args.command in ("relay", "fanout", "dispatcher"):
         module = __import__(f"hookstream.{args.command}.main", fromlist=["main"])

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import random
 from collections import Counter, defaultdict, deque
@@ -192,7 +193,7 @@ def test_tenant_with_1000_endpoints_and_tenant_with_one_share_equally() -> None:
     solo = sum(1 for k in taken if k == "solo")
     assert solo == 1000
     # Per round: one each, strictly alternating.
-    assert all((k == "solo") != (n == "solo") for k, n in zip(taken, taken[1:], strict=False))
+    assert all((k == "solo") != (n == "solo") for k, n in itertools.pairwise(taken))
 
 
 def test_shares_hold_under_a_process_cap_with_releases() -> None:
@@ -247,8 +248,9 @@ def test_weighted_shares_per_round(weights: list[int], rounds: int, chunk: int) 
     assert counts == Counter({f"t{i}": rounds * w for i, w in enumerate(weights)})
 
 
-def test_weight_below_one_counts_as_one() -> None:
-    s = make(tenants={"zero": Limits(BIG, BIG, 10**9, weight=0)})
+@pytest.mark.parametrize("weight", [0, -3])
+def test_weight_below_one_counts_as_one(weight: int) -> None:
+    s = make(tenants={"zero": Limits(BIG, BIG, 10**9, weight=weight)})
     lanes(s, "zero", ["z"])
     lanes(s, "other", ["o"])
     fill(s, "z", 5)

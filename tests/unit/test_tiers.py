@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 
@@ -32,7 +33,7 @@ def hop_bound(tiers: Tiers, requested_s: float) -> int:
     smaller one to cover a remainder below the next tier, then one smallest tier."""
     d = tiers.delays_s
     return (math.floor(requested_s / d[-1]) + 1
-            + sum(math.ceil(b / a) - 1 for a, b in zip(d, d[1:], strict=False)) + 1)
+            + sum(math.ceil(b / a) - 1 for a, b in itertools.pairwise(d)) + 1)
 
 
 # --- names -----------------------------------------------------------------------------

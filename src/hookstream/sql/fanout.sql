@@ -1,12 +1,14 @@
 -- name: store_events
 -- Events are stored once and never rewritten: a second copy is a no-op here and is
--- compared by hash afterwards (check_events).
+-- compared by hash afterwards (stored_hashes). Arrays travel in binary (%b): the text
+-- form of a bytea array was the fanout's largest Python cost in the profile.
 INSERT INTO events (event_id, tenant, type, schema_version, object_id, object_version,
                     coalescing_key, occurred_at, committed_at, payload, payload_sha256)
-SELECT * FROM unnest(%(event_id)s::uuid[], %(tenant)s::text[], %(type)s::text[],
-                     %(schema_version)s::int[], %(object_id)s::text[], %(object_version)s::bigint[],
-                     %(coalescing_key)s::text[], %(occurred_at)s::timestamptz[],
-                     %(committed_at)s::timestamptz[], %(payload)s::bytea[], %(sha)s::bytea[])
+SELECT * FROM unnest(%(event_id)b::uuid[], %(tenant)b::text[], %(type)b::text[],
+                     %(schema_version)b::int[], %(object_id)b::text[],
+                     %(object_version)b::bigint[], %(coalescing_key)b::text[],
+                     %(occurred_at)b::timestamptz[], %(committed_at)b::timestamptz[],
+                     %(payload)b::bytea[], %(sha)b::bytea[])
 ON CONFLICT (event_id) DO NOTHING
 RETURNING event_id
 
@@ -16,34 +18,93 @@ SELECT event_id, payload_sha256 FROM events WHERE event_id = ANY(%(ids)s)
 -- name: record_conflict
 INSERT INTO event_conflicts (event_id, payload_sha256) VALUES (%(event_id)s, %(sha)s)
 
--- name: create_deliveries
--- One row per (event, matching endpoint); the UNIQUE constraint makes a second pass
--- over the same event create nothing. Paused endpoints get rows (they wait);
--- disabled ones get nothing.
-WITH ev AS (
-    SELECT * FROM unnest(%(event_id)s::uuid[], %(tenant)s::text[], %(type)s::text[],
-                         %(coalescing_key)s::text[], %(committed_at)s::timestamptz[])
-        AS e(event_id, tenant, type, coalescing_key, committed_at)
+-- name: audiences
+-- How many endpoints each (tenant, type) of the batch reaches, and every page-th of
+-- their ids in order: the fanout plans statements of bounded size from this (plan.py).
+-- Disabled endpoints reach nothing; paused ones do (their rows wait).
+WITH k AS (
+    SELECT DISTINCT * FROM unnest(%(tenant)s::text[], %(type)s::text[]) AS k(tenant, type)
+),
+m AS (
+    SELECT k.tenant, k.type, ep.id,
+           row_number() OVER (PARTITION BY k.tenant, k.type ORDER BY ep.id) AS n
+    FROM k
+    JOIN endpoints ep ON ep.tenant = k.tenant AND ep.status <> 'disabled'
+    WHERE hookstream_type_matches(ep.event_types, k.type)
 )
-INSERT INTO deliveries (event_id, endpoint_id, tenant, endpoint_config_version, expires_at,
-                        coalescing_key)
-SELECT ev.event_id, ep.id, ep.tenant, ep.config_version,
-       ev.committed_at + make_interval(secs => %(window_s)s), ev.coalescing_key
-FROM ev
-JOIN endpoints ep ON ep.tenant = ev.tenant AND ep.status <> 'disabled'
-WHERE EXISTS (
-    SELECT 1 FROM unnest(ep.event_types) AS f(pattern)
-    WHERE f.pattern = '*'
-       OR f.pattern = ev.type
-       OR (right(f.pattern, 2) = '.*' AND starts_with(ev.type, left(f.pattern, -1)))
-)
-ON CONFLICT (event_id, endpoint_id) DO NOTHING
-RETURNING delivery_id, event_id, endpoint_id, tenant, lease_version
+SELECT tenant, type, count(*) AS rows,
+       coalesce(array_agg(id ORDER BY id) FILTER (WHERE n %% %(page)s = 0), '{}') AS boundaries
+FROM m
+GROUP BY tenant, type
 
--- name: pending_deliveries_of
--- On a second pass over an event (relay duplicate, fanout restart) the tasks of rows
--- still pending are produced again: the first pass may have died before producing
--- them. A duplicate task is harmless: its lease version no longer matches once claimed.
-SELECT delivery_id, event_id, endpoint_id, tenant, lease_version
-FROM deliveries
-WHERE event_id = ANY(%(ids)s) AND status = 'pending'
+-- name: create_deliveries
+-- One row per (event, matching endpoint in the slice's id range); UNIQUE (event_id,
+-- endpoint_id) makes a second pass over an event create only what is missing and
+-- leave existing rows untouched. Returns the rows that need a task: every row created
+-- now, and, for events seen before (`again`: a relay duplicate or a fanout restarted
+-- half way), the rows of the range still pending — the first pass may have died
+-- before producing their tasks. (The second SELECT sees the snapshot before the
+-- INSERT, so the two halves never overlap.) The coalescing key is kept only for
+-- endpoints that coalesce, so only their rows can ever be superseded.
+WITH c AS (
+    SELECT * FROM unnest(%(event_id)b::uuid[], %(tenant)b::text[], %(type)b::text[],
+                         %(coalescing_key)b::text[], %(committed_at)b::timestamptz[],
+                         %(again)b::bool[], %(after)b::uuid[], %(upto)b::uuid[])
+        AS c(event_id, tenant, type, coalescing_key, committed_at, again, after, upto)
+),
+m AS MATERIALIZED (
+    SELECT c.event_id, c.again, c.committed_at, ep.id AS endpoint_id, ep.tenant,
+           ep.config_version, CASE WHEN ep.coalesce THEN c.coalescing_key END AS coalescing_key
+    FROM c
+    JOIN endpoints ep ON ep.tenant = c.tenant AND ep.status <> 'disabled'
+        AND (c.after IS NULL OR ep.id > c.after) AND (c.upto IS NULL OR ep.id <= c.upto)
+    WHERE hookstream_type_matches(ep.event_types, c.type)
+),
+ins AS (
+    INSERT INTO deliveries (event_id, endpoint_id, tenant, endpoint_config_version,
+                            expires_at, coalescing_key)
+    SELECT event_id, endpoint_id, tenant, config_version,
+           committed_at + make_interval(secs => %(window_s)s), coalescing_key
+    FROM m
+    ON CONFLICT (event_id, endpoint_id) DO NOTHING
+    RETURNING delivery_id, event_id, endpoint_id, tenant, lease_version, coalescing_key
+)
+SELECT delivery_id::text, event_id::text, endpoint_id::text, uuid_send(endpoint_id),
+       tenant, lease_version, coalescing_key, true AS created
+FROM ins
+UNION ALL
+SELECT d.delivery_id::text, d.event_id::text, d.endpoint_id::text, uuid_send(d.endpoint_id),
+       d.tenant, d.lease_version, d.coalescing_key, false
+FROM m
+JOIN deliveries d ON d.event_id = m.event_id AND d.endpoint_id = m.endpoint_id
+WHERE m.again AND d.status = 'pending'
+
+-- name: coalesce
+-- Seed 000's coalescing: for every (endpoint, key) that just got a delivery, keep only
+-- the delivery of the newest event among those still pending (not in flight: an
+-- in-flight row is 'in_flight', so it is never touched) and mark the others
+-- superseded, pointing at the one kept. "Newest" is the entity's object_version when
+-- the events carry one, else the commit time, then the event id (a total order, so
+-- two fanouts always agree). An older event arriving late is itself superseded at
+-- once. The status re-check in the UPDATE loses nothing to a dispatcher claiming a row
+-- at the same moment: whoever updates first wins, the other sees the new status.
+WITH touched AS (
+    SELECT DISTINCT * FROM unnest(%(endpoint_id)s::uuid[], %(key)s::text[])
+        AS t(endpoint_id, coalescing_key)
+),
+ranked AS (
+    SELECT d.delivery_id,
+           first_value(d.delivery_id) OVER (
+               PARTITION BY d.endpoint_id, d.coalescing_key
+               ORDER BY e.object_version DESC NULLS LAST, e.committed_at DESC,
+                        d.event_id DESC) AS newest
+    FROM touched t
+    JOIN deliveries d ON d.endpoint_id = t.endpoint_id
+        AND d.coalescing_key = t.coalescing_key AND d.status = 'pending'
+    JOIN events e ON e.event_id = d.event_id
+)
+UPDATE deliveries d
+SET status = 'superseded', superseded_by = r.newest, updated_at = now()
+FROM ranked r
+WHERE d.delivery_id = r.delivery_id AND r.delivery_id <> r.newest AND d.status = 'pending'
+RETURNING d.delivery_id::text

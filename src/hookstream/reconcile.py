@@ -1,0 +1,240 @@
+"""Reconciliation: does what PostgreSQL says add up, end to end, over a time window?
+
+``hookstream reconcile --since -2h --until -1h`` checks, for the outbox rows published
+in the window (and the ones committed in it but never published):
+
+* every committed outbox row was published (or quarantined with a reason);
+* every published row was stored as an event by the fanout;
+* every (event, subscribed endpoint) pair has a delivery row (UNIQUE (event_id,
+  endpoint_id) makes "exactly one" the schema's job; the check is that one exists);
+* every delivery is delivered, dead, failed, superseded, in flight under a live lease,
+  or pending with a reason (scheduled, endpoint paused or disabled, endpoint backlog
+  draining);
+* attempt rows agree with their delivery (numbered 1..n, none left open, a delivered
+  row has a 2xx attempt).
+
+All queries (``sql/reconcile.sql``) run in one read-only REPEATABLE READ transaction and
+follow indexes from the window on ``outbox.published_at``. Exit status 1 when a gap is
+found, so it can run from cron and alert.
+
+What the database cannot know is what a receiver saw; ``receiver_gaps`` is the check a
+harness holding the receivers runs against ``attempt_counts``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+import psycopg
+from psycopg.rows import dict_row
+
+from hookstream import queries
+
+DEFAULT_GRACE_S = 300.0
+DEFAULT_STALL_S = 900.0
+DEFAULT_SAMPLE = 10
+GAP_QUERIES = ("gaps_unpublished", "gaps_not_stored", "gaps_missing_delivery", "gaps_attempts")
+_RELATIVE = re.compile(r"^(?:now)?-(\d+(?:\.\d+)?)([smhd])$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+@dataclass(frozen=True)
+class Gap:
+    kind: str
+    total: int
+    sample: list[str]
+    details: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    since: datetime
+    until: datetime
+    cutoff: datetime
+    counts: dict[str, int]
+    states: dict[str, int]
+    gaps: list[Gap]
+
+    @property
+    def ok(self) -> bool:
+        return not self.gaps
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "since": self.since.isoformat(), "until": self.until.isoformat(),
+            "cutoff": self.cutoff.isoformat(), "counts": self.counts, "states": self.states,
+            "gaps": [g.__dict__ for g in self.gaps], "ok": self.ok,
+        }
+
+
+def parse_time(raw: str, now: datetime) -> datetime:
+    """An ISO-8601 time (naive means UTC), ``now``, or relative to now: ``now-90m``,
+    ``now-2h`` (or ``-2h``, which argparse only takes as ``--since=-2h``)."""
+    if raw == "now":
+        return now
+    if m := _RELATIVE.match(raw):
+        return now - timedelta(seconds=float(m.group(1)) * _UNIT_S[m.group(2)])
+    value = datetime.fromisoformat(raw)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def reconcile(conn: psycopg.Connection[Any], *, since: datetime, until: datetime,
+              grace_s: float = DEFAULT_GRACE_S, stall_s: float = DEFAULT_STALL_S,
+              sample: int = DEFAULT_SAMPLE) -> Report:
+    """Run every check on ``conn`` (a connection of its own: the snapshot is opened here).
+
+    ``grace_s``: what was published (or committed) less than this ago is still moving
+    and not checked. ``stall_s``: how overdue a pending row must be, on an idle
+    endpoint, to count as stalled; and how long an expired lease may wait for the reaper.
+    """
+    q = queries.load("reconcile")
+    # One snapshot for every check: a row moving between two queries is not a gap.
+    conn.rollback()
+    conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+    conn.read_only = True
+    try:
+        (db_now,) = conn.execute("SELECT now()").fetchone() or (None,)
+        cutoff = min(until, db_now - timedelta(seconds=grace_s))
+        params = {"since": since, "cutoff": cutoff, "stall_s": stall_s, "sample": sample}
+        cur = conn.cursor(row_factory=dict_row)
+        counts = cur.execute(q["window_counts"], params).fetchone() or {}
+        gaps: dict[str, Gap] = {}
+        for name in GAP_QUERIES:
+            for row in cur.execute(q[name], params):
+                gap = gaps.setdefault(row["kind"], Gap(row["kind"], int(row["total"]), []))
+                gap.sample.append(row["key"])
+                gap.details.append(row["detail"])
+        states: dict[str, int] = {}
+        for row in cur.execute(q["delivery_states"], params):
+            states[row["verdict"]] = int(row["n"])
+            if row["verdict"].startswith("gap:"):
+                kind = row["verdict"].removeprefix("gap:")
+                gaps[kind] = Gap(kind, int(row["n"]), list(row["sample"] or []))
+    finally:
+        conn.rollback()
+    return Report(since, until, cutoff, {k: int(v) for k, v in counts.items()}, states,
+                  sorted(gaps.values(), key=lambda g: g.kind))
+
+
+def explain(conn: psycopg.Connection[Any], *, since: datetime, until: datetime,
+            analyze: bool = False, stall_s: float = DEFAULT_STALL_S) -> dict[str, str]:
+    """EXPLAIN of every reconciliation query, to check it follows the indexes."""
+    q = queries.load("reconcile")
+    params = {"since": since, "cutoff": until, "stall_s": stall_s, "sample": DEFAULT_SAMPLE}
+    prefix = "EXPLAIN (ANALYZE, BUFFERS) " if analyze else "EXPLAIN "
+    plans: dict[str, str] = {}
+    for name in ("window_counts", *GAP_QUERIES, "delivery_states"):
+        rows = conn.execute(prefix + q[name], params).fetchall()
+        plans[name] = "\n".join(r[0] for r in rows)
+    conn.rollback()
+    return plans
+
+
+# -- the harness-side check ------------------------------------------------------------
+
+def attempt_counts(conn: psycopg.Connection[Any], delivery_ids: Iterable[str]) -> dict[str, int]:
+    ids = list(delivery_ids)
+    rows = conn.execute(queries.load("reconcile")["attempt_counts"], {"ids": ids}).fetchall()
+    return {r[0]: int(r[1]) for r in rows}
+
+
+def receiver_gaps(received: Mapping[str, int], attempts: Mapping[str, int],
+                  delivered: Iterable[str] = (), sample: int = DEFAULT_SAMPLE) -> list[Gap]:
+    """What receivers saw against attempt rows (pure).
+
+    ``received``: requests per webhook-id (= delivery id) counted at the receivers;
+    ``attempts``: attempt rows per delivery id; ``delivered``: ids the database says
+    were delivered to these receivers. A duplicate is explained when the delivery has at
+    least as many attempt rows as requests arrived (an attempt row is written before its
+    POST, so even a dispatcher killed mid-request leaves one).
+    """
+    unknown = sorted(k for k in received if k not in attempts)
+    unexplained = sorted(k for k, n in received.items() if k in attempts and n > attempts[k])
+    never_seen = sorted(k for k in delivered if received.get(k, 0) == 0)
+    out = []
+    for kind, keys in (("receiver_unknown_webhook_id", unknown),
+                       ("receiver_duplicate_unexplained", unexplained),
+                       ("delivered_never_received", never_seen)):
+        if keys:
+            details = [f"received {received.get(k, 0)}, attempt rows {attempts.get(k, 0)}"
+                       for k in keys[:sample]]
+            out.append(Gap(kind, len(keys), keys[:sample], details))
+    return out
+
+
+# -- command line ----------------------------------------------------------------------
+
+def format_report(report: Report) -> str:
+    lines = [f"window (publication time) {report.since.isoformat()} .. "
+             f"{report.cutoff.isoformat()}"
+             + (" (until cut by the grace period)" if report.cutoff < report.until else "")]
+    lines += [f"  {k:<28} {v:>12,}" for k, v in report.counts.items()]
+    lines.append("deliveries by state:")
+    lines += [f"  {k:<36} {v:>12,}" for k, v in report.states.items()]
+    if report.ok:
+        lines.append("no gaps: every event, delivery and attempt is accounted for")
+    for g in report.gaps:
+        lines.append(f"GAP {g.kind}: {g.total:,}")
+        for i, key in enumerate(g.sample):
+            detail = g.details[i] if i < len(g.details) else ""
+            lines.append(f"    {key}  {detail}".rstrip())
+    return "\n".join(lines)
+
+
+def register(sub: Any) -> None:
+    """Add ``reconcile`` to the ``hookstream`` command line."""
+    p = sub.add_parser("reconcile", help="check outbox ↔ events ↔ deliveries ↔ attempts "
+                                         "over a window (exit 1 on a gap)")
+    p.add_argument("--since", default="now-2h",
+                   help="ISO time or relative (now-90m, now-2h, now-1d); default now-2h")
+    p.add_argument("--until", default="now-1h",
+                   help="ISO time, relative or 'now'; default now-1h")
+    p.add_argument("--grace-s", type=float, default=DEFAULT_GRACE_S,
+                   help="skip what is younger than this (still moving)")
+    p.add_argument("--stall-s", type=float, default=DEFAULT_STALL_S,
+                   help="a pending row this overdue on an idle endpoint is a gap")
+    p.add_argument("--sample", type=int, default=DEFAULT_SAMPLE)
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--explain", action="store_true",
+                   help="print the query plans (EXPLAIN ANALYZE) instead of checking")
+    p.set_defaults(fn=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from hookstream.settings import CommonSettings, SettingsError, from_env
+
+    try:
+        settings = from_env(CommonSettings)
+    except SettingsError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
+    now = datetime.now(UTC)
+    try:
+        since, until = parse_time(args.since, now), parse_time(args.until, now)
+    except ValueError as exc:
+        print(f"bad --since/--until: {exc}", file=sys.stderr)
+        return 2
+    try:
+        with psycopg.connect(settings.database_url) as conn:
+            if args.explain:
+                for name, plan in explain(conn, since=since, until=until, analyze=True,
+                                          stall_s=args.stall_s).items():
+                    print(f"-- {name}\n{plan}\n")
+                return 0
+            report = reconcile(conn, since=since, until=until, grace_s=args.grace_s,
+                               stall_s=args.stall_s, sample=args.sample)
+    except psycopg.OperationalError as exc:
+        print(f"database unavailable: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(orjson.dumps(report.as_dict(), option=orjson.OPT_INDENT_2).decode())
+    else:
+        print(format_report(report))
+    return 0 if report.ok else 1
