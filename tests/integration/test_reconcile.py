@@ -185,11 +185,10 @@ def _pending_stalled(conn: Conn, h: History) -> str:
 
 
 def _attempt_row_lost(conn: Conn, h: History) -> str:
-    d = next(d for (_, name), d in h.deliveries.items() if name == "acme-paid")
-    conn.execute("DELETE FROM attempts WHERE delivery_id = %s AND attempt_no = 1"
-                 " AND outcome = 'delivered'", (d,))
-    assert conn.execute("SELECT status FROM deliveries WHERE delivery_id = %s",
-                        (d,)).fetchone() == ("delivered",)
+    # a delivered row whose only attempt row vanished
+    (d,) = conn.execute("SELECT delivery_id FROM deliveries WHERE status = 'delivered'"
+                        " AND attempts = 1 ORDER BY created_at LIMIT 1").fetchone()  # type: ignore[misc]
+    conn.execute("DELETE FROM attempts WHERE delivery_id = %s", (d,))
     return str(d)
 
 
@@ -229,7 +228,6 @@ def test_a_receiver_duplicate_without_a_second_attempt_row_is_found(
         db_url: str, history: History) -> None:
     # The database cannot know what a receiver saw: the harness counts webhook-ids at
     # its receivers and compares them with the attempt rows.
-    retried = next(d for (_, name), d in history.deliveries.items() if name == "globex-all")
     with psycopg.connect(db_url) as conn:
         rows = dict(conn.execute("SELECT delivery_id::text, attempts FROM deliveries"
                                  " WHERE attempts > 0").fetchall())
@@ -237,7 +235,7 @@ def test_a_receiver_duplicate_without_a_second_attempt_row_is_found(
     assert counts == rows
     received = Counter({k: n for k, n in rows.items()})  # one request per attempt row
     assert receiver_gaps(received, counts) == []
-    once = next(k for k, n in rows.items() if n == 1 and k != str(retried))
+    once = next(k for k, n in rows.items() if n == 1)
     received[once] += 1  # delivered twice, one attempt row
     gaps = receiver_gaps(received, counts)
     assert [(g.kind, g.total, g.sample) for g in gaps] == [

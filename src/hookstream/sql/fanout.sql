@@ -1,6 +1,6 @@
 -- name: store_events
 -- Events are stored once and never rewritten: a second copy is a no-op here and is
--- compared by hash afterwards (stored_hashes). Arrays travel in binary (%b): the text
+-- compared by hash afterwards (stored_hashes). Arrays travel in binary format: the text
 -- form of a bytea array was the fanout's largest Python cost in the profile.
 INSERT INTO events (event_id, tenant, type, schema_version, object_id, object_version,
                     coalescing_key, occurred_at, committed_at, payload, payload_sha256)
