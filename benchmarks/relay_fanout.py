@@ -102,17 +102,25 @@ def scalar(url: str, sql: str) -> Any:
         return row[0] if row else None
 
 
-def topic_messages(bootstrap: str, topic: str) -> int:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-watermarks"})
-    try:
-        meta = c.list_topics(topic, timeout=10).topics[topic]
+class TopicCounter:
+    """Records in a topic (sum of high - low watermarks), with one long-lived client so
+    a poll costs a few milliseconds, not a new connection."""
+
+    def __init__(self, bootstrap: str, topic: str):
+        self.topic = topic
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-watermarks"})
+        meta = self.consumer.list_topics(topic, timeout=10).topics[topic]
+        self.partitions = [TopicPartition(topic, p) for p in meta.partitions]
+
+    def __call__(self) -> int:
         total = 0
-        for p in meta.partitions:
-            low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+        for tp in self.partitions:
+            low, high = self.consumer.get_watermark_offsets(tp, timeout=10)
             total += high - low
         return total
-    finally:
-        c.close()
+
+    def close(self) -> None:
+        self.consumer.close()
 
 
 class Profiler:
@@ -167,6 +175,7 @@ def run_fanout(b: Bench, url: str, topics: Topics, expected: int, label: str) ->
     env = {**pipeline_env(database_url=url, bootstrap=b.bootstrap, topic_prefix=topics.prefix,
                           fanout_group_id=f"bench-{uuid.uuid4().hex[:8]}"),
            **b.service_env}
+    tasks_in_topic = TopicCounter(b.bootstrap, topics.deliveries)
     fanout = ServiceProcess("fanout", env, b.log_dir / "fanout.log").start()
     try:
         fanout.wait_healthy(60)
@@ -175,14 +184,14 @@ def run_fanout(b: Bench, url: str, topics: Topics, expected: int, label: str) ->
         t0 = wait_for(lambda: scalar(url, "SELECT EXISTS (SELECT 1 FROM deliveries)"), 120,
                       "first delivery row", 0.01)
         wait_for(lambda: scalar(url, "SELECT count(*) FROM deliveries") >= expected, 900,
-                 "all delivery rows", 0.05)
-        t1 = wait_for(lambda: topic_messages(b.bootstrap, topics.deliveries) >= expected, 300,
-                      "all delivery tasks", 0.05)
+                 "all delivery rows", 0.02)
+        t1 = wait_for(lambda: tasks_in_topic() >= expected, 300, "all delivery tasks", 0.01)
         prof.stop()
     finally:
         fanout.terminate()
     rows = scalar(url, "SELECT count(*) FROM deliveries")
-    tasks = topic_messages(b.bootstrap, topics.deliveries)
+    tasks = tasks_in_topic()
+    tasks_in_topic.close()
     if rows != expected or tasks < expected:
         raise AssertionError(f"expected {expected} rows and tasks, got {rows} rows, {tasks} tasks")
     return t1 - t0

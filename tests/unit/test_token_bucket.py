@@ -288,3 +288,13 @@ def test_effective_rate_stays_between_floor_and_configured(
         after = rate.on_throttled() if throttled else rate.on_success()
         assert configured * floor_share <= after <= configured
         assert (after <= before) if throttled else (after >= before)
+
+
+def test_a_new_burst_keeps_the_tokens_already_there() -> None:
+    bucket = TokenBucket(rate_per_s=1.0, burst=10.0, now=0.0)
+    for _ in range(8):
+        assert bucket.try_take(0.0)
+    bucket.set_burst(20.0, now=0.0)
+    assert bucket.tokens(0.0) == pytest.approx(2.0)  # not a fresh full burst of 20
+    bucket.set_burst(1.0, now=0.0)
+    assert bucket.tokens(0.0) == pytest.approx(1.0)  # capped by the smaller burst

@@ -102,9 +102,8 @@ class FairScheduler(Generic[K, T]):
             self._lanes[key] = _Lane(key, tenant, limits, now)
             return
         if lane.bucket.burst != limits.burst:
-            lane.bucket = TokenBucket(limits.rate_per_s, limits.burst, now)
-        else:
-            lane.bucket.set_rate(limits.rate_per_s, now)
+            lane.bucket.set_burst(limits.burst, now)
+        lane.bucket.set_rate(limits.rate_per_s, now)
         lane.cap = limits.max_in_flight
         if lane.state is _State.CAPPED and lane.in_flight < lane.cap:
             self._make_ready(lane)

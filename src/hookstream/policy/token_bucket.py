@@ -78,6 +78,14 @@ class TokenBucket:
         self._refill(now)
         self._rate_per_s = float(rate_per_s)
 
+    def set_burst(self, burst: float, now: float) -> None:
+        """A new burst keeps the tokens already there (capped): a configuration change
+        must not hand out a fresh full burst."""
+        _require(math.isfinite(burst) and burst > 0, f"burst must be finite and > 0, got {burst}")
+        self._refill(now)
+        self._burst = float(burst)
+        self._tokens = min(self._tokens, self._burst)
+
     def _refill(self, now: float) -> None:
         # A clock that steps back earns nothing, and the anchor stays at the latest time
         # seen so the same interval is never credited twice.
