@@ -81,7 +81,8 @@ def check_private_stack(admin_url: str, bootstrap: str) -> str | None:
     if stack_dir() == repo_root() / ".stack":
         return "HOOKSTREAM_STACK_DIR is not set: that is the shared stack"
     env = localstack.env()
-    if env["HOOKSTREAM_DATABASE_URL"] != admin_url or env["HOOKSTREAM_KAFKA_BOOTSTRAP"] != bootstrap:
+    if (env["HOOKSTREAM_DATABASE_URL"], env["HOOKSTREAM_KAFKA_BOOTSTRAP"]) != (admin_url,
+                                                                             bootstrap):
         return (f"the local stack in {stack_dir()} is {env}, but the environment points at "
                 f"{admin_url} / {bootstrap}")
     st = localstack.status()
@@ -91,7 +92,8 @@ def check_private_stack(admin_url: str, bootstrap: str) -> str | None:
 
 
 def fresh_database(admin_url: str, label: str) -> str:
-    db = f"hs_pipe_{label}_{uuid.uuid4().hex[:6]}"
+    safe = re.sub(r"\W", "_", label)
+    db = f"hs_pipe_{safe}_{uuid.uuid4().hex[:6]}"
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {db}")
     url = admin_url.rsplit("/", 1)[0] + "/" + db
@@ -195,11 +197,12 @@ class ProcTracker:
         self.last: dict[str, tuple[int, float]] = {}
         self.peak: Counter[str] = Counter()
 
-    def sample(self, name: str, pid: int | None) -> None:
+    def sample(self, name: str, pid: int | None, tree: bool = False) -> None:
+        """``tree``: count the children too (PostgreSQL's backends), no RSS."""
         if pid is None:
             return
         try:
-            cpu, hwm = proc_stats(pid)
+            cpu, hwm = (tree_cpu(pid), 0) if tree else proc_stats(pid)
         except (OSError, IndexError, ValueError):
             return
         prev = self.last.get(name)
@@ -219,7 +222,8 @@ def tree_cpu(pid: int) -> float:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
         total += sum(int(x) for x in fields[11:15]) / PROCESS_CPU_HZ  # utime stime cutime cstime
-        children = open(f"/proc/{pid}/task/{pid}/children").read().split()
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            children = f.read().split()
     except OSError:
         return total
     for child in children:
@@ -258,14 +262,16 @@ class Generator(threading.Thread):
 
     def __init__(self, db: str, mix: Mix, rate: float, duration_s: float, tick_s: float = 0.05):
         super().__init__(name="generator", daemon=True)
-        self.db, self.mix, self.rate, self.duration_s, self.tick_s = db, mix, rate, duration_s, tick_s
+        self.db, self.mix, self.rate = db, mix, rate
+        self.duration_s, self.tick_s = duration_s, tick_s
         self.written = 0
         self.failed_batches = 0
         self.started_at = 0.0
         self.finished_at = 0.0
         self.rng = random.Random(7)
 
-    def _batch(self, seq0: int, n_healthy: int, owed: dict[str, float]) -> tuple[list[str], list[int]]:
+    def _batch(self, seq0: int, n_healthy: int,
+               owed: dict[str, float]) -> tuple[list[str], list[int]]:
         tenants = [self.rng.choice(self.mix.healthy_tenants) for _ in range(n_healthy)]
         for kind, tenant in self.mix.bad_tenants.items():
             owed[kind] += BAD_MIX[kind]["rate"] * self.tick_s
@@ -345,10 +351,21 @@ class Monitor(threading.Thread):
         except psycopg.Error:
             return None
 
+    def sample_processes(self) -> None:
+        for name, p in self.services.items():
+            self.tracker.sample(name, p.proc.pid if p.running() and p.proc else None)
+        # Kafka and PostgreSQL change pid when chaos restarts them: read the pid files.
+        try:
+            st = localstack.status()
+        except Exception:
+            return
+        self.tracker.sample("kafka", st["kafka"].get("pid"), tree=True)
+        self.tracker.sample("postgres", st["postgres"].get("pid"), tree=True)
+
     def run(self) -> None:
+        self.sample_processes()
         while not self.stop.wait(self.interval_s):
-            for name, p in self.services.items():
-                self.tracker.sample(name, p.proc.pid if p.running() and p.proc else None)
+            self.sample_processes()
             sql = self._sql()
             counts = farm_get(self.ports, "/count", timeout=2)
             arrivals = sum(c.get("requests", 0) for c in counts)
@@ -501,14 +518,16 @@ def measure(db: str, mix: Mix, load_t0: float, load_t1: float) -> dict[str, Any]
         "healthy_never_started": never,
         "first_attempt_s": percentiles(first),
         "delivered_s": percentiles(delivered),
-        "healthy_delivered_per_s_during_load": round(delivered_in_load / max(1, load_t1 - load_t0 - 5)),
-        "slo_fraction_within_10s": round(sum(1 for v in first if v <= SLO_S) / max(1, len(first)), 5),
+        "healthy_delivered_per_s_during_load":
+            round(delivered_in_load / max(1, load_t1 - load_t0 - 5)),
+        "slo_fraction_within_10s":
+            round(sum(1 for v in first if v <= SLO_S) / max(1, len(first)), 5),
         "slo_worst_10s_window": round(min(slo_windows), 5) if slo_windows else None,
         "by_kind": {r[0]: {"deliveries": int(r[1]), "attempts": int(r[2]),
                            "delivered": int(r[3])} for r in by_kind},
         "retry_amplification": round(attempts_total / max(1, deliveries_total), 3),
         "states": states,
-        "series": {str(k): [len(v), round(percentiles(v)["p50"], 3), round(percentiles(v)["p99"], 3)]
+        "series": {str(k): [len(v), percentiles(v)["p50"], percentiles(v)["p99"]]
                    for k, v in sorted(series.items())},
     }
 
@@ -702,12 +721,13 @@ def main() -> int:
     RESULTS.mkdir(exist_ok=True)
     work = RESULTS / f"pipeline-{label}"
     work.mkdir(exist_ok=True)
-    loadavg_before = open("/proc/loadavg").read().split()[:3]
+    loadavg_before = Path("/proc/loadavg").read_text().split()[:3]
     db = fresh_database(admin, label)
     topics = Topics(f"pipe-{label}-{uuid.uuid4().hex[:6]}")
     ensure_topics(bootstrap, topics.specs(6))
     result: dict[str, Any] = {"label": label, "args": vars(args), "db": db,
-                              "topic_prefix": topics.prefix, "started": datetime.now(UTC).isoformat()}
+                              "topic_prefix": topics.prefix,
+                              "started": datetime.now(UTC).isoformat()}
     farm_procs: list[subprocess.Popen[bytes]] = []
     services: dict[str, ServiceProcess] = {}
     code = 0
@@ -719,13 +739,15 @@ def main() -> int:
         if args.yardsticks:
             print("yardsticks ...", flush=True)
             result["yardsticks"] = {
-                "bare aiohttp req/s (256 concurrent, signed)": round(yardstick_aiohttp(ports[0], 20000)),
+                "bare aiohttp req/s (256 concurrent, signed)":
+                    round(yardstick_aiohttp(ports[0], 20000)),
                 "kafka ProducerPerformance (300 B, acks=all)": yardstick_kafka(bootstrap, 500_000),
                 "postgres outbox inserts": yardstick_postgres(db, 100_000),
             }
             print(json.dumps(result["yardsticks"]), flush=True)
         env = pipeline_env(database_url=db, bootstrap=bootstrap, topic_prefix=topics.prefix,
-                           allow_private_targets="true", log_level="WARNING",
+                           allow_private_targets="true",
+                           log_level="INFO" if args.chaos else "WARNING",
                            # the 28-s endpoint must be able to answer: a deadline above 28 s
                            request_timeout_s="35", lease_s="60")
         env["PYTHONFAULTHANDLER"] = "1"  # a crashing service leaves its stack in its log
@@ -738,10 +760,9 @@ def main() -> int:
         gen = Generator(db, mix, args.rate, args.duration)
         stop = threading.Event()
         monitor = Monitor(db, gen, services, ports, 5.0, stop)
+        monitor.sample_processes()
+        infra0 = {k: monitor.tracker.cpu(k) for k in ("kafka", "postgres")}
         busy0 = machine_busy()
-        st = localstack.status()
-        infra_pids = {"kafka": st["kafka"].get("pid"), "postgres": st["postgres"].get("pid")}
-        infra0 = {k: tree_cpu(v) for k, v in infra_pids.items() if v}
         gen.start()
         monitor.start()
         chaos = Chaos(services, args.duration, args.seed, monitor) if args.chaos else None
@@ -771,23 +792,19 @@ def main() -> int:
         print(f"load done: {gen.written:,} events written ({gen.failed_batches} failed batches);"
               " draining ...", flush=True)
         drain_s = wait_drained(db, mix.ids({"ok"}), expected, args.drain_timeout, args.chaos)
-        for name, p in services.items():
-            monitor.tracker.sample(name, p.proc.pid if p.running() and p.proc else None)
+        monitor.sample_processes()
         busy1 = machine_busy()
-        infra1 = {k: tree_cpu(v) for k, v in infra_pids.items() if v}
         stop.set()
         monitor.join()
         m = measure(db, mix, load_t0, load_t1)
         delivered_all = sum(v["delivered"] for v in m["by_kind"].values()) or 1
-        processes = {
-            name: {"cpu_s": round(monitor.tracker.cpu(name), 1),
-                   "cpu_ms_per_delivery": round(1000 * monitor.tracker.cpu(name) / delivered_all, 3),
-                   "peak_rss_mb": round(monitor.tracker.peak[name] / 2**20)}
-            for name in services}
-        for k in infra1:
-            cpu = infra1[k] - infra0.get(k, 0.0)
-            processes[k] = {"cpu_s": round(cpu, 1),
-                            "cpu_ms_per_delivery": round(1000 * cpu / delivered_all, 3)}
+        processes: dict[str, dict[str, Any]] = {}
+        for name in (*services, "kafka", "postgres"):
+            cpu = monitor.tracker.cpu(name) - infra0.get(name, 0.0)
+            processes[name] = {"cpu_s": round(cpu, 1),
+                               "cpu_ms_per_delivery": round(1000 * cpu / delivered_all, 3)}
+            if name in services:
+                processes[name]["peak_rss_mb"] = round(monitor.tracker.peak[name] / 2**20)
         gaps, receivers = harness_reconcile(db, mix, ports)
         result.update({
             "offered_events_per_s": args.rate + (0 if args.no_bad else
@@ -796,17 +813,19 @@ def main() -> int:
             "events_written": gen.written, "failed_batches": gen.failed_batches,
             "load_seconds": round(load_t1 - load_t0, 1), "drain_s": drain_s,
             "measure": m, "processes": processes, "receivers": receivers,
-            "machine_busy_pct": round(100 * (busy1[0] - busy0[0]) / max(1, busy1[1] - busy0[1]), 1),
+            "machine_busy_pct":
+                round(100 * (busy1[0] - busy0[0]) / max(1, busy1[1] - busy0[1]), 1),
             "loadavg_before": " ".join(loadavg_before),
-            "loadavg_after": " ".join(open("/proc/loadavg").read().split()[:3]),
+            "loadavg_after": " ".join(Path("/proc/loadavg").read_text().split()[:3]),
             "progress": [s.__dict__ for s in monitor.samples],
         })
         if chaos:
             result["chaos"] = chaos.log
         # Reconciliation: the database's own accounting, then what the receivers saw.
         with psycopg.connect(db) as conn:
-            report = reconcile(conn, since=datetime.fromtimestamp(load_t0, UTC) - timedelta(minutes=1),
-                               until=datetime.now(UTC), grace_s=0, stall_s=60)
+            since = datetime.fromtimestamp(load_t0, UTC) - timedelta(minutes=1)
+            report = reconcile(conn, since=since, until=datetime.now(UTC), grace_s=0,
+                               stall_s=60)
         all_gaps = report.gaps + gaps
         result["reconciliation"] = {**report.as_dict(), "receiver_gaps": [g.__dict__ for g in gaps],
                                     "ok": not all_gaps}

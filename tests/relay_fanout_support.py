@@ -10,7 +10,14 @@ from typing import Any
 
 import orjson
 import psycopg
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from prometheus_client import CollectorRegistry
 
 from hookstream.codec import DeliveryTask, EventEnvelope
@@ -44,12 +51,7 @@ def read_topic(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[Mess
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"read-{uuid.uuid4().hex}",
                   "enable.auto.commit": False, "enable.partition.eof": True})
     try:
-        meta = c.list_topics(topic, timeout=10).topics[topic]
-        ends: dict[int, int] = {}
-        for p in meta.partitions:
-            low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            if high > low:
-                ends[p] = high
+        ends = _ends(c, topic, timeout_s)
         c.assign([TopicPartition(topic, p, 0) for p in ends])
         out: list[Message] = []
         done: set[int] = set()
@@ -68,6 +70,25 @@ def read_topic(bootstrap: str, topic: str, timeout_s: float = 30.0) -> list[Mess
         return out
     finally:
         c.close()
+
+
+def _ends(c: Consumer, topic: str, timeout_s: float) -> dict[int, int]:
+    """High watermark of each non-empty partition. Right after a topic is created the
+    broker may still answer NOT_LEADER for a moment: retried until the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            meta = c.list_topics(topic, timeout=10).topics[topic]
+            ends: dict[int, int] = {}
+            for p in meta.partitions:
+                low, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+                if high > low:
+                    ends[p] = high
+            return ends
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def read_tasks(bootstrap: str, topic: str) -> list[DeliveryTask]:

@@ -48,6 +48,7 @@ BROKER_ERRORS = (BrokerUnavailable, KafkaException)
 
 class RelayMetrics:
     def __init__(self, registry: CollectorRegistry):
+        self.registry = registry
         self.published = Counter(
             "hookstream_relay_published_total",
             "Outbox rows published and acknowledged (the publish rate is its rate())",
@@ -175,18 +176,45 @@ class Relay:
         """Produce every row, then wait once for the batch's reports. Rows the broker
         refuses for good are added to ``bad``; transient failures stay unpublished."""
         acks = _Acks()
-        produced = 0
-        topic = self.topics.events
-        producer = self.producer
+        values: dict[int, tuple[bytes, bytes]] = {}
         for (row_id, event_id, tenant, type_, version, object_id, object_version, key,
              occurred_us, committed_us, payload) in rows:
-            value = encode_envelope(event_id, tenant, type_, version, object_id,
-                                    object_version, key, occurred_us, committed_us, payload)
+            values[row_id] = (tenant.encode(), encode_envelope(
+                event_id, tenant, type_, version, object_id, object_version, key,
+                occurred_us, committed_us, payload))
+        self._send(values, acks, bad)
+        refused = [row_id for row_id, err in acks.failed
+                   if broker_rejection_reason(err.name(), err.str()) is not None]
+        if refused:
+            # The broker judges a whole record batch: one oversized record makes it
+            # refuse its innocent neighbours too. Each refused record is sent again
+            # alone, and only a record refused on its own is quarantined.
+            acks.failed = [(i, e) for i, e in acks.failed if i not in set(refused)]
+            for row_id in refused:
+                self._send({row_id: values[row_id]}, acks, bad)
+        for row_id, err in acks.failed:
+            reason = broker_rejection_reason(err.name(), err.str())
+            if reason is not None:
+                bad[row_id] = reason
+            elif err.fatal():
+                self._replace_producer(self.producer, err)
+        if acks.failed:
+            log.error("publish failures",
+                      extra={"count": len(acks.failed), "first": str(acks.failed[0][1])})
+        return acks
+
+    def _send(self, values: dict[int, tuple[bytes, bytes]], acks: _Acks,
+              bad: dict[int, str]) -> None:
+        """Produce the records (pipelined by librdkafka), then wait once for all their
+        delivery reports. A record the client refuses outright goes to ``bad``."""
+        topic = self.topics.events
+        producer = self.producer
+        expected = len(acks.acked) + len(acks.failed)
+        for row_id, (key, value) in values.items():
             while True:
                 try:
-                    producer.produce(topic, value, tenant.encode(),
-                                     on_delivery=acks.callback(row_id))
-                    produced += 1
+                    producer.produce(topic, value, key, on_delivery=acks.callback(row_id))
+                    expected += 1
                     break
                 except BufferError:
                     producer.poll(0.05)  # local queue full: serve reports until there is room
@@ -197,20 +225,9 @@ class Relay:
                         raise
                     bad[row_id] = reason
                     break
-        # One wait per batch: the produce calls above are pipelined by librdkafka.
         deadline = time.monotonic() + self.settings.ack_timeout_s + 5
-        while not acks.done(produced) and time.monotonic() < deadline:
+        while not acks.done(expected) and time.monotonic() < deadline:
             producer.poll(0.05)
-        for row_id, err in acks.failed:
-            reason = broker_rejection_reason(err.name(), err.str())
-            if reason is not None:
-                bad[row_id] = reason
-            elif err.fatal():
-                self._replace_producer(producer, err)
-        if acks.failed:
-            log.error("publish failures",
-                      extra={"count": len(acks.failed), "first": str(acks.failed[0][1])})
-        return acks
 
     def _replace_producer(self, failed: Producer, err: KafkaError) -> None:
         # A fatal error (e.g. the idempotent producer's sequence broken) leaves the
