@@ -181,6 +181,7 @@ class Dispatcher:
         self._kafka = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka")
         self._producer = new_producer(s.kafka_bootstrap, "hookstream-dispatcher")
         self._attempts: set[asyncio.Task[None]] = set()
+        self._background: set[asyncio.Task[None]] = set()
         self._dirty_circuits: dict[uuid.UUID, CircuitState] = {}
         self._disable: dict[uuid.UUID, str] = {}
         self._wake = asyncio.Event()
@@ -394,8 +395,9 @@ class Dispatcher:
             if due > now + 1.0:
                 deferred.append((item, due, "not_due"))
             elif ep.row.status == "paused":
-                # Paused by its owner: keep the task travelling, re-checked every minute.
-                deferred.append((item, now + 60.0, "paused"))
+                # Paused by its owner: the task keeps travelling through the tiers and is
+                # looked at again every few minutes (the row stays pending meanwhile).
+                deferred.append((item, now + self.settings.paused_recheck_s, "paused"))
             elif (adm := admission(self.circuit_policy, ep.circuit, now)) is Admission.OPEN:
                 assert ep.circuit.paused_until is not None
                 # Spread the return over a few seconds so a reopening is not one burst.
@@ -554,8 +556,10 @@ class Dispatcher:
                     self._complete(item)
             elif queued:
                 until = circuit.paused_until or now
-                asyncio.get_running_loop().create_task(self._defer(
+                job = asyncio.get_running_loop().create_task(self._defer(
                     [(i, until + self.rng.uniform(0, 5), "circuit") for i in queued]))
+                self._background.add(job)  # a task nobody references may be collected
+                job.add_done_callback(self._background.discard)
 
     def _set_probing(self, ep: EndpointState, probing: bool) -> None:
         # After a pause only a probe's worth of traffic: one request at a time until one

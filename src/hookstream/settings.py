@@ -214,6 +214,9 @@ class DispatcherSettings(CommonSettings):
     disable_after_s: float = env_field(
         "DISABLE_AFTER_S", 3 * 86_400.0, pos_float,
         "an endpoint failing continuously this long is disabled and its owner told")
+    paused_recheck_s: float = env_field(
+        "PAUSED_RECHECK_S", 300.0, pos_float,
+        "a paused endpoint's tasks wait in the delay tiers and are looked at again this often")
     endpoint_refresh_s: float = env_field(
         "ENDPOINT_REFRESH_S", 5.0, pos_float, "how often endpoint settings are re-read")
 

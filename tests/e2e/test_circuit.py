@@ -75,3 +75,23 @@ def test_an_endpoint_failing_for_long_is_disabled_and_its_tenant_told(
                                             " ON e.id = d.endpoint_id WHERE e.url LIKE"
                                             " '%%dead-host'")}
     assert statuses <= {"pending", "in_flight"}
+
+
+def test_a_paused_endpoint_gets_rows_that_wait_then_go_out_when_resumed(
+        db_url: str, receiver: Receiver, start_pipeline: StartPipeline) -> None:
+    start_pipeline(paused_recheck_s="2", endpoint_refresh_s="1")
+    ep = add_endpoint(db_url, receiver, "on-hold", "acme")
+    with psycopg.connect(db_url) as conn:
+        conn.execute("UPDATE endpoints SET status = 'paused' WHERE id = %s", (ep,))
+    time.sleep(1.5)  # the dispatcher sees the pause
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        for i in range(5):
+            write_event(conn, tenant="acme", type="a.b", payload={"i": i})
+    wait_until(lambda: scalar(db_url, "SELECT count(*) FROM deliveries") == 5, 30,
+               message="rows for a paused endpoint")
+    time.sleep(3)
+    assert receiver.arrivals == []
+    assert scalar(db_url, "SELECT count(*) FROM deliveries WHERE status = 'pending'") == 5
+    with psycopg.connect(db_url) as conn:
+        conn.execute("UPDATE endpoints SET status = 'active' WHERE id = %s", (ep,))
+    wait_until(lambda: len(receiver.delivered_ids("on-hold")) == 5, 30, message="resumed")
