@@ -330,8 +330,10 @@ class Monitor(threading.Thread):
     /proc; prints one progress line and keeps the series for the plot."""
 
     def __init__(self, db: str, gen: Generator, services: dict[str, ServiceProcess],
-                 ports: list[int], interval_s: float, stop: threading.Event):
+                 ports: list[int], interval_s: float, stop: threading.Event,
+                 others: dict[str, int] | None = None):
         super().__init__(name="monitor", daemon=True)
+        self.others = others or {}  # receivers, the load generator: name → pid
         self.db, self.gen, self.services, self.ports = db, gen, services, ports
         self.interval_s, self.stop = interval_s, stop
         self.samples: list[Sample] = []
@@ -354,6 +356,8 @@ class Monitor(threading.Thread):
     def sample_processes(self) -> None:
         for name, p in self.services.items():
             self.tracker.sample(name, p.proc.pid if p.running() and p.proc else None)
+        for name, pid in self.others.items():
+            self.tracker.sample(name, pid)
         # Kafka and PostgreSQL change pid when chaos restarts them: read the pid files.
         try:
             st = localstack.status()
@@ -759,9 +763,11 @@ def main() -> int:
             p.wait_healthy(90)
         gen = Generator(db, mix, args.rate, args.duration)
         stop = threading.Event()
-        monitor = Monitor(db, gen, services, ports, 5.0, stop)
+        others = {f"receiver{i}": fp.pid for i, fp in enumerate(farm_procs)}
+        others["loadgen+monitor"] = os.getpid()
+        monitor = Monitor(db, gen, services, ports, 5.0, stop, others)
         monitor.sample_processes()
-        infra0 = {k: monitor.tracker.cpu(k) for k in ("kafka", "postgres")}
+        infra0 = {k: monitor.tracker.cpu(k) for k in ("kafka", "postgres", *others)}
         busy0 = machine_busy()
         gen.start()
         monitor.start()
@@ -799,7 +805,7 @@ def main() -> int:
         m = measure(db, mix, load_t0, load_t1)
         delivered_all = sum(v["delivered"] for v in m["by_kind"].values()) or 1
         processes: dict[str, dict[str, Any]] = {}
-        for name in (*services, "kafka", "postgres"):
+        for name in (*services, "kafka", "postgres", *others):
             cpu = monitor.tracker.cpu(name) - infra0.get(name, 0.0)
             processes[name] = {"cpu_s": round(cpu, 1),
                                "cpu_ms_per_delivery": round(1000 * cpu / delivered_all, 3)}

@@ -417,7 +417,9 @@ class Dispatcher:
         """What an endpoint cannot drain within the horizon leaves memory for a delay tier,
         due when its bucket would reach it: memory stays flat whatever the backlog."""
         ep = self._endpoints[endpoint_id]
-        rate = max(ep.adaptive.effective, 0.001)
+        # The configured rate, not the throttled one: spreading a backlog over what a
+        # 429-throttled rate would take parks it for minutes after the endpoint recovers.
+        rate = max(ep.row.rate_per_s, 0.001)
         keep = max(2 * ep.row.max_in_flight, int(rate * self.settings.backlog_horizon_s))
         excess = self.sched.pop_excess(endpoint_id, keep)
         return [(item, now + (keep + k) / rate, "backlog") for k, item in enumerate(excess)]

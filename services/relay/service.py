@@ -319,9 +319,15 @@ class Relay:
                 self.metrics.last_success.set_to_current_time()
                 if result.full:
                     continue  # more rows are waiting: no sleeping between full batches
-                with self._wake:
-                    self._wake.wait_for(lambda s=seen: self._notified != s or self.stop.is_set(),
-                                        self.settings.poll_interval_s)
+                self._sleep_until_notified(seen)
+
+    def _sleep_until_notified(self, seen: int) -> None:
+        """Sleep until a NOTIFY newer than ``seen``, a stop, or the poll interval."""
+        def woken() -> bool:
+            return self._notified != seen or self.stop.is_set()
+
+        with self._wake:
+            self._wake.wait_for(woken, self.settings.poll_interval_s)
 
     def _listen(self, _: None) -> None:
         with psycopg.connect(self.settings.database_url, autocommit=True,

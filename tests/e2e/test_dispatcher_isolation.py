@@ -190,3 +190,23 @@ def test_a_second_dispatcher_takes_over_when_the_first_is_killed(
                                   " GROUP BY delivery_id"))
     assert len(seen) == 240
     assert all(attempts[k] >= n for k, n in seen.items())
+
+
+def test_repeated_429_lowers_the_endpoint_rate_and_it_recovers(
+        db_url: str, receiver: Receiver, start_pipeline: StartPipeline) -> None:
+    # No Retry-After here: only adaptive throttling slows the dispatcher down.
+    start_pipeline(retry_base_s="1", retry_floor_s="1", retry_cap_s="3",
+                   circuit_failure_threshold="1000")
+    add_endpoint(db_url, receiver, "busy", "acme", behaviour=Behaviour(status=429),
+                 rate_per_s=20.0, burst=20)
+    with psycopg.connect(db_url, autocommit=True) as conn, conn.transaction():
+        for i in range(100):
+            write_event(conn, tenant="acme", type="a.b", payload={"i": i})
+    wait_until(lambda: receiver.arrivals, 30, message="first requests")
+    t0 = receiver.arrivals[0].received_at
+    time.sleep(4.0)
+    during = [a for a in receiver.arrivals if a.received_at - t0 <= 4.0]
+    # The configured bucket would allow 20 + 20/s x 4 s = 100 requests in these 4 s.
+    assert len(during) < 50, f"{len(during)} requests while being throttled"
+    receiver.behaviour["busy"].status = 200
+    wait_until(lambda: len(receiver.delivered_ids("busy")) == 100, 90, message="recovered")
