@@ -18,7 +18,6 @@ import shutil
 import signal
 import subprocess
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 

@@ -13,7 +13,9 @@ def main(path: str, top: int = 25) -> None:
     own: Counter[str] = Counter()
     total: Counter[str] = Counter()
     samples = 0
-    for line in open(path):
+    with open(path) as f:
+        lines = f.readlines()
+    for line in lines:
         stack, _, count = line.rstrip().rpartition(" ")
         if not stack:
             continue
