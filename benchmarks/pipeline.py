@@ -497,6 +497,18 @@ def measure(db: str, mix: Mix, load_t0: float, load_t1: float) -> dict[str, Any]
             " GROUP BY 1",
             ([i for _, _, i in mix.endpoints.values()],
              [k for _, k, _ in mix.endpoints.values()])).fetchall()
+        # Where the commit→first attempt time goes, stage by stage (p50 / p99, seconds).
+        stages = conn.execute(
+            "SELECT percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY"
+            "   extract(epoch FROM o.published_at - o.created_at)),"
+            " percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY"
+            "   extract(epoch FROM e.stored_at - o.published_at)),"
+            " percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY"
+            "   extract(epoch FROM a.started_at - e.stored_at))"
+            " FROM deliveries d JOIN events e ON e.event_id = d.event_id"
+            " JOIN outbox o ON o.event_id = d.event_id"
+            " JOIN attempts a ON a.delivery_id = d.delivery_id AND a.attempt_no = 1"
+            " WHERE d.endpoint_id = ANY(%s::uuid[])", (healthy,)).fetchone()
         states = dict(conn.execute(
             "SELECT status, count(*) FROM deliveries GROUP BY status").fetchall())
         delivered_in_load = conn.execute(
@@ -530,6 +542,11 @@ def measure(db: str, mix: Mix, load_t0: float, load_t1: float) -> dict[str, Any]
         "by_kind": {r[0]: {"deliveries": int(r[1]), "attempts": int(r[2]),
                            "delivered": int(r[3])} for r in by_kind},
         "retry_amplification": round(attempts_total / max(1, deliveries_total), 3),
+        "stages_p50_p99_s": {
+            name: [round(float(x), 3) for x in v] if v else None
+            for name, v in zip(("commit→published (relay)", "published→stored (fanout)",
+                                "stored→first attempt (fanout tasks + dispatcher)"),
+                               stages or (None, None, None), strict=True)},
         "states": states,
         "series": {str(k): [len(v), percentiles(v)["p50"], percentiles(v)["p99"]]
                    for k, v in sorted(series.items())},
@@ -678,6 +695,8 @@ def print_table(r: dict[str, Any]) -> None:
          f"{m['slo_fraction_within_10s']:.4%} / {m['slo_worst_10s_window'] or 0:.4%}"),
         ("retry amplification (attempts ÷ deliveries)", f"{m['retry_amplification']:.3f}"),
     ]
+    for stage, v in m.get("stages_p50_p99_s", {}).items():
+        rows.append((f"  {stage} p50/p99 (s)", " / ".join(f"{x:.3f}" for x in v or [])))
     for kind, v in sorted(m["by_kind"].items()):
         rows.append((f"  {kind}: deliveries / attempts / delivered",
                      f"{v['deliveries']:,} / {v['attempts']:,} / {v['delivered']:,}"))

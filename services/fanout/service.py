@@ -23,11 +23,11 @@ from confluent_kafka import (
     TopicPartition,
 )
 from hookstream.fanout.plan import Audience, plan
-from hookstream.fanout.tasks import encode_new_task
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from hookstream import queries
 from hookstream.codec import CodecError, EventEnvelope
+from hookstream.fastcodec import encode_new_task
 from hookstream.kafka import BrokerUnavailable, consumer_config, flush_or_raise, new_producer
 from hookstream.settings import FanoutSettings
 from hookstream.topics import Topics

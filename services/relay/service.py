@@ -28,11 +28,11 @@ from typing import Any
 
 import psycopg
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
-from hookstream.relay.envelope import encode_envelope
 from hookstream.relay.validate import broker_rejection_reason, reason_category, rejection_reason
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from hookstream import queries
+from hookstream.fastcodec import encode_envelope
 from hookstream.kafka import BrokerUnavailable, new_producer
 from hookstream.settings import RelaySettings
 from hookstream.topics import Topics

@@ -6,11 +6,11 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from hookstream.fanout.plan import Audience, Slice, plan, ranges
-from hookstream.fanout.tasks import encode_new_task
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hookstream.codec import DeliveryTask, TaskKind
+from hookstream.fastcodec import encode_new_task
 
 
 def _ids(n: int) -> list[uuid.UUID]:

@@ -6,7 +6,6 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from hookstream.relay.envelope import encode_envelope, zigzag_varint
 from hookstream.relay.validate import (
     broker_rejection_reason,
     reason_category,
@@ -16,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hookstream.codec import EventEnvelope
+from hookstream.fastcodec import encode_envelope, zigzag_varint
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 times = st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(2200, 1, 1),

@@ -1,13 +1,15 @@
-"""The relay's hot-path encoder of ``event_envelope.v1``: pure, no I/O.
+"""Hot-path Avro encoders for the two record types: pure, no I/O.
 
-It writes exactly the bytes ``hookstream.codec.EventEnvelope.encode`` writes (a unit test
-compares them on generated rows) from values PostgreSQL already hands over in wire-ready
-form (the id as text, times as epoch microseconds), so a row is encoded without building
-a dataclass, UUID or datetime objects, or walking the schema in fastavro — that walk was
-40 % of the relay's CPU in the profile (BENCHMARKS.md).
+They write exactly the bytes ``hookstream.codec`` (fastavro) writes — property tests
+compare them on generated values — from what PostgreSQL already hands over in wire-ready
+form (ids as text, times as epoch microseconds), so a record costs no dataclass, UUID or
+datetime objects and no schema walk. The profile justified them: fastavro's encoding was
+40 % of the relay's CPU and most of the fanout's Python time per task (BENCHMARKS.md).
+``hookstream.codec`` stays the reference and is used everywhere else.
 
 Avro reminders: int/long are zigzag varints; string/bytes are a length (long) then the
-bytes; a ``["null", X]`` union is the branch index (long) then the value.
+bytes; a ``["null", X]`` union is the branch index then the value; an enum is its
+symbol's index.
 """
 
 from __future__ import annotations
@@ -63,4 +65,31 @@ def encode_envelope(
         zigzag_varint(committed_at_us),
         zigzag_varint(len(payload)),
         payload,
+    ))
+
+KIND_NEW = b"\x00"  # TaskKind symbols: NEW, RETRY, REPLAY, DEFERRED -> index 0
+_UUID_TEXT_LEN = b"\x48"  # zigzag(36): a canonical UUID text is always 36 characters
+
+
+def encode_new_task(
+    delivery_id: str,
+    event_id: str,
+    endpoint_id: str,
+    tenant: str,
+    due_at_us: int,
+    committed_at_us: int,
+    lease_version: int,
+) -> bytes:
+    """Ids are canonical UUID text (36 characters); times are epoch microseconds."""
+    tenant_raw = tenant.encode()
+    return b"".join((
+        HEADER,
+        _UUID_TEXT_LEN, delivery_id.encode(),
+        _UUID_TEXT_LEN, event_id.encode(),
+        _UUID_TEXT_LEN, endpoint_id.encode(),
+        zigzag_varint(len(tenant_raw)), tenant_raw,
+        KIND_NEW,
+        zigzag_varint(due_at_us),
+        zigzag_varint(committed_at_us),
+        zigzag_varint(lease_version),
     ))
