@@ -133,6 +133,9 @@ class DispatcherMetrics:
         self.retries = Counter(
             "hookstream_retries_scheduled_total", "Automatic retries scheduled, by first tier",
             ["tier"], registry=registry)
+        self.replays = Counter(
+            "hookstream_replay_attempts_total", "Manual replay attempts by outcome",
+            ["outcome"], registry=registry)
         self.dead = Counter(
             "hookstream_dead_letters_total", "Deliveries that became dead", registry=registry)
         self.circuit = Counter(
@@ -490,6 +493,8 @@ class Dispatcher:
             body_cap_bytes=s.response_body_cap_bytes, user_agent=s.user_agent,
             allow_private=s.allow_private_targets)
         self._observe(result)
+        if claim.manual:
+            self.metrics.replays.labels(result.decision.outcome.value).inc()
         now = time.time()
         verdict = delivery_verdict(
             result.decision, attempt_no=claim.attempt_no, manual=claim.manual,

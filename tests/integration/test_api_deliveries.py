@@ -154,6 +154,62 @@ async def test_bulk_replay_with_a_status_filter(kapi: ApiHarness) -> None:
         assert code == 400 and err["error"]["field"] == field, (body, err)
 
 
+async def test_bulk_replay_of_a_set_of_events(kapi: ApiHarness, stack: Stack) -> None:
+    ep = await kapi.endpoint()
+    now = datetime.now(UTC)
+    events = [seed_event(kapi.db_url, "acme") for _ in range(5)]
+    ids = [seed_delivery(kapi.db_url, ep["id"], "acme", "dead", event_id=e,
+                         created_at=now - timedelta(minutes=10 - i))
+           for i, e in enumerate(events)]
+    # Another tenant's event (with a dead delivery to its own endpoint) matches nothing.
+    theirs = await kapi.endpoint("globex")
+    their_event = seed_event(kapi.db_url, "globex")
+    their_delivery = seed_delivery(kapi.db_url, theirs["id"], "globex", "dead",
+                                   event_id=their_event)
+    picked = [events[1], events[3]]
+    code, op, headers = await kapi.call("POST", f"/v1/endpoints/{ep['id']}/replay", body={
+        "event_ids": [str(e) for e in picked] + [str(their_event), str(uuid.uuid4())]})
+    assert code == 202, op
+    assert headers["Location"] == f"/v1/operations/{op['id']}"
+    assert op["progress"]["total"] == 2
+    assert op["params"]["event_ids"][:2] == [str(e) for e in picked]
+    done = await wait_operation(kapi, headers["Location"])
+    assert done["status"] == "succeeded"
+    assert done["progress"] == {"total": 2, "processed": 2, "enqueued": 2}
+    assert [row(kapi.db_url, d)[0] for d in ids] == ["dead", "pending", "dead", "pending",
+                                                    "dead"]
+    assert row(kapi.db_url, their_delivery)[0] == "dead"
+    topic = Topics(kapi.api.settings.topic_prefix).deliveries
+    tasks = read_tasks(stack.bootstrap, topic, 2)
+    assert sorted(t.delivery_id for _, t in tasks) == sorted([ids[1], ids[3]])  # only those
+    assert {t.kind for _, t in tasks} == {TaskKind.REPLAY}
+    assert {k for k, _ in tasks} == {uuid.UUID(ep["id"]).bytes}
+    # The other tenant's key cannot reach this endpoint at all.
+    code, _, _ = await kapi.call("POST", f"/v1/endpoints/{ep['id']}/replay", "globex",
+                                 body={"event_ids": [str(events[0])]})
+    assert code == 404
+    # An operator key may replay by event id too; statuses and a range still apply.
+    code, op, headers = await kapi.call("POST", f"/v1/endpoints/{ep['id']}/replay",
+                                        "operator", body={
+        "event_ids": [str(events[0]), str(events[1]), str(events[4])], "statuses": ["dead"],
+        "since": (now - timedelta(minutes=9, seconds=30)).isoformat()})
+    assert code == 202, op
+    assert op["tenant"] == "acme" and op["progress"]["total"] == 1  # [1] is pending now
+    await wait_operation(kapi, headers["Location"])
+    assert [row(kapi.db_url, d)[0] for d in ids] == ["dead", "pending", "dead", "pending",
+                                                    "pending"]
+    tasks = read_tasks(stack.bootstrap, topic, 3)
+    assert sorted(t.delivery_id for _, t in tasks) == sorted([ids[1], ids[3], ids[4]])
+    for body, field in [({"event_ids": []}, "event_ids"),
+                        ({"event_ids": [str(events[0]), "nope"]}, "event_ids[1]"),
+                        ({"event_ids": [str(uuid.uuid4())] * 1001}, "event_ids")]:
+        code, err, _ = await kapi.call("POST", f"/v1/endpoints/{ep['id']}/replay", body=body)
+        assert code == 400 and err["error"]["field"] == field, (body, err)
+    code, err, _ = await kapi.call("POST", f"/v1/endpoints/{ep['id']}/recover",
+                                   body={"event_ids": [str(events[0])]})
+    assert code == 400 and err["error"]["field"] == "event_ids"
+
+
 async def test_recover_re_enables_and_replays_what_failed_since_the_streak(
         kapi: ApiHarness) -> None:
     ep = await kapi.endpoint()
@@ -204,6 +260,35 @@ async def test_an_orphaned_operation_is_resumed_at_its_cursor(kapi: ApiHarness,
     tasks = read_tasks(stack.bootstrap, Topics(kapi.api.settings.topic_prefix).deliveries, 5)
     assert sorted(t.delivery_id for _, t in tasks) == sorted(ids)  # each exactly once
     assert await ops.adopt_orphans() == 0
+
+
+async def test_an_orphaned_replay_of_a_set_of_events_resumes_with_the_same_set(
+        kapi: ApiHarness, stack: Stack) -> None:
+    ep = await kapi.endpoint()
+    now = datetime.now(UTC)
+    events = [seed_event(kapi.db_url, "acme") for _ in range(5)]
+    ids = [seed_delivery(kapi.db_url, ep["id"], "acme", "dead", event_id=e,
+                         created_at=now - timedelta(minutes=10 - i))
+           for i, e in enumerate(events)]
+    ops = kapi.api.operations
+    started: list[uuid.UUID] = []
+    ops.start = started.append  # type: ignore[method-assign,assignment]
+    code, op, headers = await kapi.call("POST", f"/v1/endpoints/{ep['id']}/replay", body={
+        "event_ids": [str(events[i]) for i in (0, 2, 4)]})
+    assert code == 202 and op["progress"]["total"] == 3
+    assert await ops.step(started[0]) is True  # one batch of 2, then this instance dies
+    query(kapi.db_url, "UPDATE operations SET lease_expires_at = now() - interval '1 s'"
+                       " RETURNING id")
+    del ops.start  # type: ignore[attr-defined]
+    ops.owner = f"api-{uuid.uuid4()}"
+    assert await ops.adopt_orphans() == 1
+    done = await wait_operation(kapi, headers["Location"])
+    assert done["status"] == "succeeded"
+    assert done["progress"] == {"total": 3, "processed": 3, "enqueued": 3}
+    assert [row(kapi.db_url, d)[0] for d in ids] == ["pending", "dead", "pending", "dead",
+                                                    "pending"]
+    tasks = read_tasks(stack.bootstrap, Topics(kapi.api.settings.topic_prefix).deliveries, 3)
+    assert sorted(t.delivery_id for _, t in tasks) == sorted([ids[0], ids[2], ids[4]])
 
 
 async def test_events_for_reconciliation(api: ApiHarness) -> None:

@@ -99,6 +99,58 @@ def test_replay_range_defaults_bounds_and_statuses() -> None:
                         default_statuses=v.REPLAYABLE, allowed=v.REPLAYABLE) == field
 
 
+E1, E2 = uuid.uuid4(), uuid.uuid4()
+
+
+def replay(body: dict[str, object], *, by_events: bool = True,
+           default_since: datetime | None = None) -> v.ReplayRange:
+    return v.replay_range(body, now=NOW, oldest=NOW - timedelta(days=30),
+                          default_statuses=v.REPLAYABLE, allowed=v.REPLAYABLE,
+                          since_required=default_since is None, default_since=default_since,
+                          by_events=by_events)
+
+
+def test_replay_by_event_ids_makes_since_optional_and_combines_with_the_range() -> None:
+    r = replay({"event_ids": [str(E1), str(E2).upper(), str(E1)]})
+    assert r.event_ids == (E1, E2)  # parsed, duplicates dropped, order kept
+    assert (r.since, r.until, r.statuses) == (NOW - timedelta(days=30), NOW, v.REPLAYABLE)
+    r = replay({"event_ids": [str(E1)], "since": "2025-05-31T00:00:00Z",
+                "until": "2025-05-31T06:00:00Z", "statuses": ["dead"]})
+    assert (r.event_ids, r.since, r.until, r.statuses) == (
+        (E1,), datetime(2025, 5, 31, tzinfo=UTC), datetime(2025, 5, 31, 6, tzinfo=UTC),
+        ("dead",))
+    assert replay({"since": "2025-05-31T00:00:00Z"}).event_ids is None
+    assert len(replay({"event_ids": [str(uuid.uuid4()) for _ in range(1000)]}).event_ids
+               or ()) == 1000
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({}, "since"),
+    ({"event_ids": []}, "event_ids"),
+    ({"event_ids": None}, "event_ids"),
+    ({"event_ids": str(E1)}, "event_ids"),
+    ({"event_ids": {"0": str(E1)}}, "event_ids"),
+    ({"event_ids": [str(uuid.uuid4()) for _ in range(1001)]}, "event_ids"),
+    ({"event_ids": [str(E1), str(E2), str(E1), "not-a-uuid"]}, "event_ids[3]"),
+    ({"event_ids": [str(E1), 7]}, "event_ids[1]"),
+    ({"event_ids": [None]}, "event_ids[0]"),
+    ({"event_ids": ["x" * 100]}, "event_ids[0]"),
+    ({"event_ids": [str(E1)], "since": "2025-01-01T00:00:00Z"}, "since"),
+    ({"event_ids": [str(E1)], "until": "2025-01-01T00:00:00Z"}, "until"),
+    ({"event_ids": [str(E1)], "statuses": ["pending"]}, "statuses"),
+    ({"event_ids": [str(E1)], "events": [str(E1)]}, "events"),
+])
+def test_replay_by_event_ids_refusals_name_the_field(body: dict[str, object],
+                                                      field: str) -> None:
+    assert field_of(replay, body) == field
+
+
+def test_event_ids_are_only_for_the_bulk_replay() -> None:
+    # Recovery (by_events=False) does not take them.
+    assert field_of(replay, {"event_ids": [str(E1)]}, by_events=False,
+                    default_since=NOW - timedelta(days=1)) == "event_ids"
+
+
 def test_pause_until_must_be_in_the_future() -> None:
     assert v.pause({}, now=NOW) is None
     assert v.pause({"until": "2025-06-02T00:00:00Z"}, now=NOW) == datetime(2025, 6, 2,

@@ -347,7 +347,8 @@ async def _start_operation(c: Ctx, kind: str) -> web.Response:
             if (refusal := rules.replay_refusal("dead", ep["status"])) is not None:
                 raise refusal
             replay = v.replay_range(body, now=now, oldest=c.api.oldest(),
-                                    default_statuses=v.REPLAYABLE, allowed=v.REPLAYABLE)
+                                    default_statuses=v.REPLAYABLE, allowed=v.REPLAYABLE,
+                                    by_events=True)
         else:
             replay = v.replay_range(
                 body, now=now, oldest=c.api.oldest(), default_statuses=v.RECOVERABLE,

@@ -205,18 +205,25 @@ async def mark_pending(conn: Conn, ids: Sequence[uuid.UUID],
 
 
 # -- bulk operations ---------------------------------------------------------------------
-def _range_params(endpoint_id: uuid.UUID, r: ReplayRange) -> dict[str, Any]:
-    return {"endpoint_id": endpoint_id, "statuses": list(r.statuses), "since": r.since,
-            "until": r.until}
+def _range_params(endpoint_id: uuid.UUID, tenant: str, r: ReplayRange) -> dict[str, Any]:
+    return {"endpoint_id": endpoint_id, "tenant": tenant, "statuses": list(r.statuses),
+            "since": r.since, "until": r.until,
+            "event_ids": None if r.event_ids is None else list(r.event_ids)}
 
 
 async def create_operation(conn: Conn, *, tenant: str, kind: str, endpoint_id: uuid.UUID,
                            replay: ReplayRange, extra: dict[str, Any], owner: str,
                            lease_s: float) -> Row:
-    total = await _one(conn, "count_replay_batch", _range_params(endpoint_id, replay))
+    count = "count_replay_batch" if replay.event_ids is None else "count_replay_events"
+    total = await _one(conn, count, _range_params(endpoint_id, tenant, replay))
     assert total is not None
-    params = {"since": replay.since.isoformat(), "until": replay.until.isoformat(),
-              "statuses": list(replay.statuses), **extra}
+    # Everything select_replay_batch needs: whichever instance works the operation
+    # (after a takeover too) replays the same set.
+    params: dict[str, Any] = {"since": replay.since.isoformat(),
+                              "until": replay.until.isoformat(),
+                              "statuses": list(replay.statuses), **extra}
+    if replay.event_ids is not None:
+        params["event_ids"] = [str(e) for e in replay.event_ids]
     row = await _one(conn, "create_operation", {
         "tenant": tenant, "kind": kind, "endpoint_id": endpoint_id, "params": Jsonb(params),
         "total": total["n"], "owner": owner, "lease_s": lease_s})
@@ -235,12 +242,20 @@ async def lock_owned_operation(conn: Conn, operation_id: uuid.UUID, owner: str) 
     return await _one(conn, "lock_owned_operation", {"id": operation_id, "owner": owner})
 
 
-async def select_replay_batch(conn: Conn, op: Row, limit: int) -> list[Row]:
+def operation_replay(op: Row) -> ReplayRange:
+    """The filter an operation was created with (its ``params``)."""
     p = op["params"]
-    replay = ReplayRange(datetime.fromisoformat(p["since"]), datetime.fromisoformat(p["until"]),
-                         tuple(p["statuses"]))
-    return await _all(conn, "select_replay_batch", {
-        **_range_params(op["endpoint_id"], replay),
+    event_ids = p.get("event_ids")
+    return ReplayRange(datetime.fromisoformat(p["since"]), datetime.fromisoformat(p["until"]),
+                       tuple(p["statuses"]),
+                       None if event_ids is None else tuple(uuid.UUID(e) for e in event_ids))
+
+
+async def select_replay_batch(conn: Conn, op: Row, limit: int) -> list[Row]:
+    replay = operation_replay(op)
+    name = "select_replay_batch" if replay.event_ids is None else "select_replay_events"
+    return await _all(conn, name, {
+        **_range_params(op["endpoint_id"], op["tenant"], replay),
         "after_at": op["cursor_at"] or _BEGINNING - timedelta(days=1),
         "after_id": op["cursor_id"] or nil_uuid(), "limit": limit})
 

@@ -38,6 +38,7 @@ MAX_NAME = 200
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1_000
 MAX_SECRET_OVERLAP_S = 30 * 86_400.0
+MAX_REPLAY_EVENTS = 1_000
 # Outside these years a timestamp is a mistake, and beyond 9999 Python cannot read it back.
 MIN_YEAR, MAX_YEAR = 1970, 9000
 _NIL = uuid.UUID(int=0)
@@ -246,17 +247,38 @@ class ReplayRange:
     since: datetime
     until: datetime
     statuses: tuple[str, ...]
+    # Only the deliveries of these events (a bulk replay's "set of events" form).
+    event_ids: tuple[uuid.UUID, ...] | None = None
+
+
+def event_id_list(value: Any, name: str = "event_ids", *,
+                  max_items: int = MAX_REPLAY_EVENTS) -> tuple[uuid.UUID, ...]:
+    if not isinstance(value, list) or not value:
+        raise invalid(name, "must be a non-empty list of event ids (UUIDs)")
+    if len(value) > max_items:
+        raise invalid(name, f"at most {max_items} event ids")
+    ids: list[uuid.UUID] = []
+    for i, raw in enumerate(value):
+        if not isinstance(raw, str):
+            raise invalid(f"{name}[{i}]", "must be a UUID")
+        ids.append(uuid_value(raw, f"{name}[{i}]"))
+    return tuple(dict.fromkeys(ids))  # duplicates mean nothing more
 
 
 def replay_range(body: Mapping[str, Any], *, now: datetime, oldest: datetime,
                  default_statuses: tuple[str, ...], allowed: tuple[str, ...],
                  since_required: bool = True, default_since: datetime | None = None,
-                 ) -> ReplayRange:
-    only(body, ("since", "until", "statuses"))
+                 by_events: bool = False) -> ReplayRange:
+    """``by_events``: ``event_ids`` is accepted too, and with it ``since`` is optional
+    (default: the start of the history window); the filters combine with AND."""
+    only(body, ("since", "until", "statuses", *(("event_ids",) if by_events else ())))
+    event_ids = event_id_list(body["event_ids"]) if "event_ids" in body else None
+    if event_ids is not None:
+        since_required, default_since = False, default_since or oldest
     if "since" in body:
         since = timestamp(body["since"], "since")
     elif since_required or default_since is None:
-        raise invalid("since", "required")
+        raise invalid("since", "required (or give event_ids)" if by_events else "required")
     else:
         since = default_since
     until = timestamp(body["until"], "until") if "until" in body else now
@@ -275,7 +297,7 @@ def replay_range(body: Mapping[str, Any], *, now: datetime, oldest: datetime,
             if s not in allowed:
                 raise invalid("statuses", f"{s!r} is not one of {', '.join(allowed)}")
         statuses = tuple(dict.fromkeys(raw))
-    return ReplayRange(since, until, statuses)
+    return ReplayRange(since, until, statuses, event_ids)
 
 
 # -- query strings and paths -------------------------------------------------------------

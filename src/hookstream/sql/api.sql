@@ -248,6 +248,26 @@ ORDER BY created_at, delivery_id
 LIMIT %(limit)s
 FOR UPDATE
 
+-- name: count_replay_events
+-- The "set of events" form: at most a thousand event ids, each an index probe of
+-- UNIQUE (event_id, endpoint_id). The tenant filter is belt and braces: the endpoint,
+-- found under the caller's tenant, already scopes it.
+SELECT count(*) AS n FROM deliveries
+WHERE event_id = ANY(%(event_ids)s::uuid[]) AND endpoint_id = %(endpoint_id)s
+  AND tenant = %(tenant)s AND status = ANY(%(statuses)s)
+  AND created_at >= %(since)s AND created_at < %(until)s
+
+-- name: select_replay_events
+-- As select_replay_batch, restricted to the operation's event ids.
+SELECT delivery_id, created_at FROM deliveries
+WHERE event_id = ANY(%(event_ids)s::uuid[]) AND endpoint_id = %(endpoint_id)s
+  AND tenant = %(tenant)s AND status = ANY(%(statuses)s)
+  AND created_at >= %(since)s AND created_at < %(until)s
+  AND (created_at, delivery_id) > (%(after_at)s::timestamptz, %(after_id)s::uuid)
+ORDER BY created_at, delivery_id
+LIMIT %(limit)s
+FOR UPDATE
+
 -- name: create_operation
 INSERT INTO operations (tenant, kind, endpoint_id, params, total, lease_owner,
                         lease_expires_at)
