@@ -131,7 +131,7 @@ def register_endpoints(db: str, ports: list[int], args: argparse.Namespace) -> t
         ep = create_endpoint(conn, tenant=tenant, url=f"http://127.0.0.1:{port}/hooks/{name}",
                              event_types=types, allow_insecure=True, **limits)
         mix.endpoints[name] = (tenant, kind, ep.endpoint_id)
-        cfg = {"secret": ep.secret, "kind": kind}
+        cfg: dict[str, Any] = {"secret": ep.secret, "kind": kind}
         cfg.update({k: v for k, v in BAD_MIX.get(kind, {}).items()
                     if k in ("delay_s", "retry_after_s")})
         farm["endpoints"][name] = cfg
@@ -193,7 +193,7 @@ class ProcTracker:
     sampled every tick, so at most one tick of CPU is missed per SIGKILL."""
 
     def __init__(self) -> None:
-        self.banked: Counter[str] = Counter()
+        self.banked: dict[str, float] = {}
         self.last: dict[str, tuple[int, float]] = {}
         self.peak: Counter[str] = Counter()
 
@@ -207,12 +207,12 @@ class ProcTracker:
             return
         prev = self.last.get(name)
         if prev is not None and prev[0] != pid:
-            self.banked[name] += prev[1]
+            self.banked[name] = self.banked.get(name, 0.0) + prev[1]
         self.last[name] = (pid, cpu)
         self.peak[name] = max(self.peak[name], hwm)
 
     def cpu(self, name: str) -> float:
-        return self.banked[name] + (self.last[name][1] if name in self.last else 0.0)
+        return self.banked.get(name, 0.0) + (self.last[name][1] if name in self.last else 0.0)
 
 
 def tree_cpu(pid: int) -> float:
@@ -509,7 +509,7 @@ def measure(db: str, mix: Mix, load_t0: float, load_t1: float) -> dict[str, Any]
             " JOIN outbox o ON o.event_id = d.event_id"
             " JOIN attempts a ON a.delivery_id = d.delivery_id AND a.attempt_no = 1"
             " WHERE d.endpoint_id = ANY(%s::uuid[])", (healthy,)).fetchone()
-        states = dict(conn.execute(
+        states: dict[str, int] = dict(conn.execute(
             "SELECT status, count(*) FROM deliveries GROUP BY status").fetchall())
         delivered_in_load = conn.execute(
             "SELECT count(*) FROM deliveries WHERE endpoint_id = ANY(%s::uuid[])"

@@ -100,7 +100,9 @@ def reconcile(conn: psycopg.Connection[Any], *, since: datetime, until: datetime
     conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
     conn.read_only = True
     try:
-        (db_now,) = conn.execute("SELECT now()").fetchone() or (None,)
+        row = conn.execute("SELECT now()").fetchone()
+        assert row is not None
+        db_now: datetime = row[0]
         cutoff = min(until, db_now - timedelta(seconds=grace_s))
         params = {"since": since, "cutoff": cutoff, "stall_s": stall_s, "sample": sample}
         cur = conn.cursor(row_factory=dict_row)
