@@ -46,6 +46,13 @@ def cmd_stack(args: argparse.Namespace) -> int:
         cmd_migrate(args)
         args.partitions = 6
         cmd_topics(args)
+        from hookstream.kafka import warm_group_coordinator
+        from hookstream.topics import Topics
+
+        settings = _common()
+        took = warm_group_coordinator(settings.kafka_bootstrap,
+                                      Topics(settings.topic_prefix).events)
+        print(f"kafka group coordinator ready ({took:.1f}s)")
     return code
 
 

@@ -36,7 +36,9 @@ class ServiceProcess:
     proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> ServiceProcess:
-        env = {**os.environ, **self.env, _PORT_VAR[self.name]: str(self.http_port)}
+        # A crash in native code (librdkafka, libpq) leaves a Python stack in the log.
+        env = {**os.environ, "PYTHONFAULTHANDLER": "1", **self.env,
+               _PORT_VAR[self.name]: str(self.http_port)}
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(
@@ -114,6 +116,10 @@ def pipeline_env(*, database_url: str, bootstrap: str, topic_prefix: str,
         "HOOKSTREAM_LOG_FORMAT": "json",
         # any free port: concurrent pipelines (tests, demo, benchmarks) never compete for 8080
         "HOOKSTREAM_API_PORT": "0",
+        # Groups named after the topics: a pipeline never shares a consumer group (and its
+        # committed offsets on other, maybe deleted, topics) with another one.
+        "HOOKSTREAM_FANOUT_GROUP_ID": f"{topic_prefix}-fanout",
+        "HOOKSTREAM_DISPATCHER_GROUP_ID": f"{topic_prefix}-dispatcher",
     }
     env.update({f"HOOKSTREAM_{k.upper()}": v for k, v in extra.items()})
     return env
@@ -135,10 +141,14 @@ class Pipeline:
         return self.processes[key]
 
     def start(self, timeout_s: float = 60.0) -> Pipeline:
-        for p in self.processes.values():
-            p.start()
-        for p in self.processes.values():
-            p.wait_healthy(timeout_s)
+        try:
+            for p in self.processes.values():
+                p.start()
+            for p in self.processes.values():
+                p.wait_healthy(timeout_s)
+        except BaseException:
+            self.stop()  # nothing left running behind a failed start
+            raise
         return self
 
     def stop(self) -> dict[str, int | None]:

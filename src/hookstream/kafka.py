@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -48,8 +49,10 @@ def consumer_config(
         "enable.auto.offset.store": False,
         "auto.offset.reset": "earliest",
         "isolation.level": "read_committed",
-        "session.timeout.ms": 10_000,
-        "heartbeat.interval.ms": 2_000,
+        # A SIGKILLed member holds its partitions until its session times out (the chaos
+        # run saw a 10 s stall): the broker's minimum, 6 s, keeps that gap short.
+        "session.timeout.ms": 6_000,
+        "heartbeat.interval.ms": 1_500,
         "max.poll.interval.ms": 300_000,
         "partition.assignment.strategy": "cooperative-sticky",
         # librdkafka prefetches up to 100k messages per partition by default: hundreds of
@@ -108,3 +111,36 @@ def flush_or_raise(producer: Producer, timeout_s: float) -> None:
     remaining = producer.flush(timeout_s)
     if remaining:
         raise BrokerUnavailable(f"{remaining} records not acknowledged within {timeout_s}s")
+
+
+def warm_group_coordinator(bootstrap: str, topic: str, timeout_s: float = 60.0) -> float:
+    """Make a fresh broker's group coordinator ready before services and tests use it.
+
+    A new cluster creates ``__consumer_offsets`` on the first group request and answers
+    "coordinator load in progress" meanwhile; the first consumers of a fresh stack then
+    race that start-up. One consumer that joins, commits and leaves settles it. Returns
+    the seconds it took.
+    """
+    from confluent_kafka import Consumer
+
+    started = time.monotonic()
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "hookstream-warmup",
+                         "enable.auto.commit": False, "auto.offset.reset": "latest",
+                         "session.timeout.ms": 6_000})
+    try:
+        consumer.subscribe([topic])
+        while time.monotonic() - started < timeout_s:
+            consumer.poll(0.2)
+            assigned = consumer.assignment()
+            if assigned:
+                try:
+                    positions = consumer.position(assigned)
+                    consumer.commit(offsets=[tp for tp in positions if tp.offset >= 0] or None,
+                                    asynchronous=False)
+                except KafkaException as exc:
+                    if exc.args[0].code() != KafkaError._NO_OFFSET:
+                        continue
+                return time.monotonic() - started
+        raise BrokerUnavailable(f"group coordinator at {bootstrap} not ready in {timeout_s}s")
+    finally:
+        consumer.close()

@@ -211,8 +211,8 @@ def test_alert_rules_load_evaluate_and_have_data_behind_them(env: dict[str, Any]
 def test_lag_in_prometheus_matches_kafka_consumer_groups(env: dict[str, Any]) -> None:
     prometheus: PrometheusServer = env["prometheus"]
     topics: Topics = env["topics"]
-    for group, topic in (("hookstream-fanout", topics.events),
-                         ("hookstream-dispatcher", topics.deliveries)):
+    for group, topic in ((f"{topics.prefix}-fanout", topics.events),
+                         (f"{topics.prefix}-dispatcher", topics.deliveries)):
         out = run_tool(CONSUMER_GROUP_COMMAND, [
             "--bootstrap-server", env["stack"].bootstrap, "--describe", "--group", group],
             timeout=120, check=True).stdout
