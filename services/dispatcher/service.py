@@ -281,12 +281,14 @@ class Dispatcher:
         connector = aiohttp.TCPConnector(
             limit=s.max_in_flight, limit_per_host=0, ttl_dns_cache=10,
             resolver=SafeResolver(allow_private=s.allow_private_targets))
-        # The per-attempt deadline is enforced by asyncio.timeout in send(); the session's
-        # own total timeout is the same figure as a backstop. No proxy from the environment:
-        # the SSRF guard must see the real target's addresses.
+        # The per-attempt deadline is enforced by asyncio.timeout in send() (DNS, connect,
+        # TLS, request, headers, capped body): aiohttp's own timeouts are switched off so a
+        # request costs one timer, not two (timers were 7 % of the profile under load).
+        # No proxy from the environment: the SSRF guard must see the real target's addresses.
         async with aiohttp.ClientSession(
                 connector=connector, trust_env=False,
-                timeout=aiohttp.ClientTimeout(total=s.request_timeout_s + 1)) as session:
+                timeout=aiohttp.ClientTimeout(total=None, connect=None, sock_read=None,
+                                              sock_connect=None)) as session:
             await self._open_store(store)
             self.healthy = True
             helpers = [
