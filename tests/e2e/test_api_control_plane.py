@@ -59,7 +59,10 @@ def test_register_deliver_and_replay_through_the_api(
                     object_id="inv_1", object_version=1)
     wait_until(lambda: receiver.delivered_ids("api"), 60, message="first delivery")
     (delivery_id,) = receiver.delivered_ids("api")
-    code, delivery = http(port, "GET", f"/v1/deliveries/{delivery_id}", token)
+    # The receiver answers before the dispatcher's outcome write commits: wait for it.
+    code, delivery = wait_until(
+        lambda: (r := http(port, "GET", f"/v1/deliveries/{delivery_id}", token))[1].get(
+            "status") == "delivered" and r, 30, message="delivery recorded as delivered")
     assert code == 200 and delivery["status"] == "delivered"
 
     code, replayed = http(port, "POST", f"/v1/deliveries/{delivery_id}/replay", token)

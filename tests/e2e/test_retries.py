@@ -4,7 +4,6 @@ on the real stack with real receivers."""
 from __future__ import annotations
 
 import itertools
-import statistics
 import time
 import uuid
 from collections import Counter
@@ -138,7 +137,11 @@ def test_a_synchronized_429_storm_is_spread_and_bounded(
     waits = [second[k] - first[k] for k in second]
     assert len(waits) == 100
     assert min(waits) >= 2.0 - 0.05, "Retry-After not honoured"
-    assert statistics.pstdev(second.values()) > 0.1, "retries came back as one burst"
+    # Jitter spreads them over ~0.5 s above the requested 2 s: not one burst.
+    returns = sorted(second.values())
+    assert returns[-1] - returns[0] >= 0.25, "retries came back as one burst"
+    busiest = max(Counter(int(t * 10) for t in returns).values())  # per 100 ms
+    assert busiest <= 60, f"{busiest} of 100 retries in the same 100 ms"
     amplification = scalar(db_url, "SELECT count(*) FROM attempts") / 100
     assert amplification == 2.0
     # 429 is a request to slow down, not a failure: no circuit opened
