@@ -157,13 +157,6 @@ class DelayForwarder:
             task: DeliveryTask | None = DeliveryTask.decode(msg.value() or b"")
         except CodecError:
             task = None  # handed on (to the dead-letter topic) at once
-        if task is not None:
-            due = task.due_at.timestamp()
-            if release_at < due <= release_at + self.tiers.delays_s[0]:
-                # The last stretch is shorter than any tier: wait for the exact due time
-                # here (one more hop would add a whole tier and bunch jittered retries
-                # back into one burst). Records behind it wait less than the smallest tier.
-                release_at = due
         return Held(msg, task, release_at)
 
     def _release(self, now: float) -> dict[tuple[str, int], int]:
@@ -197,10 +190,14 @@ class DelayForwarder:
             self.metrics.forwarded.labels(tier, "dead").inc()
             return
         remaining = task.due_at.timestamp() - now
-        hop = self.tiers.route(remaining)
+        # The last stretch, shorter than any tier, is waited out by the dispatcher, which
+        # holds the task in memory until its exact due time: waiting here would make the
+        # records behind this one wait for it (head of line) and bunch jittered retries
+        # back into one burst; one more hop would add a whole tier.
+        hop = None if remaining <= self.tiers.delays_s[0] else self.tiers.route(remaining)
         if hop is None:
             self.producer.produce(self.topics.deliveries, key=msg.key(), value=msg.value())
-            self.metrics.lateness.observe(-remaining)
+            self.metrics.lateness.observe(max(0.0, -remaining))
             self.metrics.forwarded.labels(tier, "deliveries").inc()
         else:
             self.producer.produce(self.tiers.topic(hop), key=msg.key(), value=msg.value())

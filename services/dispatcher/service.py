@@ -48,7 +48,7 @@ from hookstream.dispatcher.store import AttemptRecord, Claim, EndpointRow, Store
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from hookstream.codec import CodecError, DeliveryTask, TaskKind
-from hookstream.kafka import BrokerUnavailable, consumer_config, new_producer
+from hookstream.kafka import BrokerUnavailable, consumer_config, new_producer, produce
 from hookstream.offsets import PartitionOffsets
 from hookstream.policy.backoff import BackoffPolicy
 from hookstream.policy.circuit import Admission, CircuitPolicy, CircuitState, Verdict, admission
@@ -397,8 +397,12 @@ class Dispatcher:
                 continue
             ep.last_used = now_m
             due = item.task.due_at.timestamp()
-            if due > now + 1.0:
+            if due > now + self.tiers.delays_s[0]:
                 deferred.append((item, due, "not_due"))
+            elif due > now:
+                # Less than the smallest tier to go: held here until its exact due time
+                # (never attempted early), then taken through the same checks again.
+                asyncio.get_running_loop().call_later(due - now, self._due_now, store, item)
             elif ep.row.status == "paused":
                 # Paused by its owner: the task keeps travelling through the tiers and is
                 # looked at again every few minutes (the row stays pending meanwhile).
@@ -417,6 +421,11 @@ class Dispatcher:
         if deferred:
             await self._defer(deferred)
         self._wake.set()
+
+    def _due_now(self, store: Store, item: Item) -> None:
+        job = asyncio.get_running_loop().create_task(self._ingest(store, [item]))
+        self._background.add(job)
+        job.add_done_callback(self._background.discard)
 
     def _overflow(self, endpoint_id: uuid.UUID, now: float) -> list[tuple[Item, float, str]]:
         """What an endpoint cannot drain within the horizon leaves memory for a delay tier,
@@ -715,13 +724,7 @@ class Dispatcher:
                 delay = min(delay * 2, 10.0)
 
     def _produce(self, topic: str, key: bytes, value: bytes, headers: Any = None) -> None:
-        while True:
-            try:
-                self._producer.produce(topic, key=key, value=value, headers=headers,
-                                       on_delivery=self._on_delivery)
-                return
-            except BufferError:
-                self._producer.poll(0.05)
+        produce(self._producer, topic, key, value, headers=headers, on_delivery=self._on_delivery)
 
     def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
         if err is not None:

@@ -28,7 +28,13 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from hookstream import queries
 from hookstream.codec import CodecError, EventEnvelope
 from hookstream.fastcodec import encode_new_task
-from hookstream.kafka import BrokerUnavailable, consumer_config, flush_or_raise, new_producer
+from hookstream.kafka import (
+    BrokerUnavailable,
+    consumer_config,
+    flush_or_raise,
+    new_producer,
+    produce,
+)
 from hookstream.settings import FanoutSettings
 from hookstream.topics import Topics
 
@@ -222,13 +228,7 @@ class Fanout:
             self.producer.poll(0)  # serve delivery reports as we go
 
     def _produce(self, topic: str, key: bytes, value: bytes, headers: Any = None) -> None:
-        while True:
-            try:
-                self.producer.produce(topic, key=key, value=value, headers=headers,
-                                      on_delivery=self._on_delivery)
-                return
-            except BufferError:
-                self.producer.poll(0.1)
+        produce(self.producer, topic, key, value, headers=headers, on_delivery=self._on_delivery)
 
     def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
         if err is not None:

@@ -61,8 +61,16 @@ class ServiceProcess:
     def wait_healthy(self, timeout_s: float = 60.0) -> None:
         deadline = time.monotonic() + timeout_s
         last = ""
+        port_retries = 3
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
+                if port_retries and "Address already in use" in self.tail(5):
+                    # free_port() cannot reserve the port: something else may take it
+                    # before the service binds it. Pick another one and start again.
+                    port_retries -= 1
+                    self.http_port = free_port()
+                    self.start()
+                    continue
                 raise RuntimeError(
                     f"{self.name} exited with {self.proc.returncode}:\n{self.tail()}")
             try:

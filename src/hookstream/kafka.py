@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -144,3 +145,16 @@ def warm_group_coordinator(bootstrap: str, topic: str, timeout_s: float = 60.0) 
         raise BrokerUnavailable(f"group coordinator at {bootstrap} not ready in {timeout_s}s")
     finally:
         consumer.close()
+
+
+def produce(producer: Producer, topic: str, key: bytes, value: bytes, *,
+            headers: Any = None, on_delivery: Any = None) -> None:
+    """``producer.produce`` that waits for room when librdkafka's local queue is full
+    (serving delivery reports meanwhile) instead of raising ``BufferError``."""
+    while True:
+        try:
+            producer.produce(topic, key=key, value=value, headers=headers,
+                             on_delivery=on_delivery)
+            return
+        except BufferError:
+            producer.poll(0.05)
