@@ -58,6 +58,36 @@ def proc_stats(pid: int) -> tuple[float, int]:
     return cpu, peak
 
 
+def cpu_by_role() -> dict[str, float]:
+    """CPU seconds so far of every process on the machine, summed by role (dispatcher,
+    receiver, postgres, kafka, other): two snapshots give who spent the cores in between."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue  # exited meanwhile
+        role = ("dispatcher" if "hookstream.dispatcher" in cmd
+                else "receiver" if "fast_receiver" in cmd or "receiver_farm" in cmd
+                else "postgres" if "postgres" in cmd
+                else "kafka" if "kafka" in cmd
+                else "other")
+        out[role] = out.get(role, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
+    return out
+
+
+def cpu_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    # A process that exited between the snapshots drops out: its share reads as negative,
+    # so clamp (the roles measured here all outlive the window).
+    return {k: max(0.0, after.get(k, 0.0) - before.get(k, 0.0)) for k in after}
+
+
 def rss(pid: int) -> int:
     with open(f"/proc/{pid}/status") as f:
         for line in f:

@@ -184,6 +184,7 @@ class Dispatcher:
         self._kafka = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka")
         self._producer = new_producer(s.kafka_bootstrap, "hookstream-dispatcher")
         self._attempts: set[asyncio.Task[None]] = set()
+        self._attempt_counters: dict[tuple[str, str], Any] = {}
         self._background: set[asyncio.Task[None]] = set()
         self._dirty_circuits: dict[uuid.UUID, CircuitState] = {}
         self._disable: dict[uuid.UUID, str] = {}
@@ -230,14 +231,21 @@ class Dispatcher:
                 self._committed.pop((tp.topic, tp.partition), None)
         log.warning("partitions lost", extra={"partitions": [tp.partition for tp in partitions]})
 
-    def _track(self, msg: Message) -> PartitionOffsets:
+    def _track_all(self, messages: list[Message]) -> list[PartitionOffsets | None]:
+        """Each message's partition tracker (None for error events), one lock per batch."""
+        out: list[PartitionOffsets | None] = []
         with self._offsets_lock:
-            key = (msg.topic(), msg.partition())
-            tracker = self._offsets.get(key)
-            if tracker is None:
-                tracker = self._offsets[key] = PartitionOffsets()
-            tracker.track(msg.offset())
-            return tracker
+            for msg in messages:
+                if msg.error() is not None:
+                    out.append(None)
+                    continue
+                key = (msg.topic(), msg.partition())
+                tracker = self._offsets.get(key)
+                if tracker is None:
+                    tracker = self._offsets[key] = PartitionOffsets()
+                tracker.track(msg.offset())
+                out.append(tracker)
+        return out
 
     def _valid(self, item: Item) -> bool:
         with self._offsets_lock:
@@ -247,6 +255,13 @@ class Dispatcher:
         with self._offsets_lock:
             if self._offsets.get(item.tp) is item.tracker:  # else revoked: next owner redoes it
                 item.tracker.complete(item.offset)
+
+    def _complete_all(self, items: list[Item]) -> None:
+        with self._offsets_lock:
+            offsets = self._offsets
+            for item in items:
+                if offsets.get(item.tp) is item.tracker:
+                    item.tracker.complete(item.offset)
 
     def _commit_now(self, consumer: Consumer) -> None:
         with self._offsets_lock:
@@ -263,7 +278,13 @@ class Dispatcher:
 
     # -- the service ------------------------------------------------------------------
     def run(self) -> None:
-        asyncio.run(self._main())
+        factory = None
+        if self.settings.event_loop == "uvloop":
+            import uvloop  # only where it is asked for: asyncio's loop needs nothing extra
+
+            factory = uvloop.new_event_loop
+        with asyncio.Runner(loop_factory=factory) as runner:
+            runner.run(self._main())
 
     async def _main(self) -> None:
         s = self.settings
@@ -363,13 +384,13 @@ class Dispatcher:
                 await asyncio.sleep(1)
                 continue
             items: list[Item] = []
-            for msg in messages:
-                err = msg.error()
-                if err is not None:
-                    if err.code() != KafkaError._PARTITION_EOF:
+            trackers = self._track_all(messages)
+            for msg, tracker in zip(messages, trackers, strict=True):
+                if tracker is None:
+                    err = msg.error()
+                    if err is not None and err.code() != KafkaError._PARTITION_EOF:
                         self._fail("kafka", KafkaException(err))
                     continue
-                tracker = self._track(msg)
                 try:
                     task = DeliveryTask.decode(msg.value() or b"")
                 except CodecError as exc:
@@ -593,7 +614,12 @@ class Dispatcher:
         code = result.status_code
         status_class = f"{code // 100}xx" if code else (
             result.error_class.value if result.error_class else "none")
-        self.metrics.attempts.labels(result.decision.outcome.value, status_class).inc()
+        # labels() takes a lock and builds a key on every call: keep the children.
+        key = (result.decision.outcome.value, status_class)
+        child = self._attempt_counters.get(key)
+        if child is None:
+            child = self._attempt_counters[key] = self.metrics.attempts.labels(*key)
+        child.inc()
         self.metrics.latency.observe(result.latency_ms / 1000.0)
 
     # -- writer: retries/dead letters durable first, then one transaction ----------------
@@ -628,8 +654,8 @@ class Dispatcher:
             circuits, self._dirty_circuits = self._dirty_circuits, {}
             disable, self._disable = self._disable, {}
             await self._db(store.record, [f.record for f in batch], circuits, disable)
-            for f in batch:
-                self._complete(f.item)
+            self._complete_all([f.item for f in batch])
+            for _ in batch:
                 self._finished.task_done()
 
     # -- background loops ----------------------------------------------------------------

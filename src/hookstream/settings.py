@@ -52,6 +52,16 @@ def _non_negative(cast: Callable[[str], T]) -> Callable[[str], T]:
     return parse
 
 
+def _one_of(*choices: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}, got {raw!r}")
+        return value
+
+    return parse
+
+
 def env_field(name: str, default: Any, cast: Callable[[str], Any] = str, doc: str = "") -> Any:
     """A dataclass field bound to ``HOOKSTREAM_<name>``."""
     return field(default=default, metadata={"env": PREFIX + name, "cast": cast, "doc": doc})
@@ -219,6 +229,9 @@ class DispatcherSettings(CommonSettings):
         "a paused endpoint's tasks wait in the delay tiers and are looked at again this often")
     endpoint_refresh_s: float = env_field(
         "ENDPOINT_REFRESH_S", 5.0, pos_float, "how often endpoint settings are re-read")
+    event_loop: str = env_field(
+        "DISPATCHER_EVENT_LOOP", "uvloop", _one_of("uvloop", "asyncio"),
+        "uvloop (libuv: fewer CPU cycles per HTTP attempt) or asyncio's own loop")
 
 
 @dataclass(frozen=True)

@@ -38,12 +38,14 @@ JOIN events ev ON ev.event_id = c.event_id
 JOIN endpoints ep ON ep.id = c.endpoint_id
 
 -- name: record_outcomes
+-- Times come as epoch seconds (float8): binary floats are cheaper to send than
+-- timestamptz values built as Python datetimes, one per attempt.
 -- The attempt row is always completed (the request happened); the delivery row only
 -- moves if this worker still holds the lease.
 WITH o AS (
     SELECT * FROM unnest(
         %(delivery_id)b::uuid[], %(lease_version)b::int[], %(attempt_no)b::int[],
-        %(status)b::text[], %(started_at)b::timestamptz[], %(finished_at)b::timestamptz[],
+        %(status)b::text[], %(started_at)b::float8[], %(finished_at)b::float8[],
         %(status_code)b::int[], %(latency_ms)b::float8[], %(error_class)b::text[],
         %(outcome)b::text[], %(excerpt)b::text[], %(error)b::text[], %(next_at)b::float8[])
     AS o(delivery_id, lease_version, attempt_no, status, started_at, finished_at, status_code,
@@ -51,7 +53,8 @@ WITH o AS (
 ),
 att AS (
     UPDATE attempts a
-    SET started_at = o.started_at, finished_at = o.finished_at, status_code = o.status_code,
+    SET started_at = to_timestamp(o.started_at), finished_at = to_timestamp(o.finished_at),
+        status_code = o.status_code,
         latency_ms = o.latency_ms, error_class = o.error_class, outcome = o.outcome,
         response_excerpt = o.excerpt
     FROM o
@@ -63,7 +66,8 @@ SET status = o.status,
     lease_expires_at = NULL,
     updated_at = now(),
     next_attempt_at = coalesce(to_timestamp(o.next_at), d.next_attempt_at),
-    delivered_at = CASE WHEN o.status = 'delivered' THEN o.finished_at ELSE d.delivered_at END
+    delivered_at = CASE WHEN o.status = 'delivered' THEN to_timestamp(o.finished_at)
+                        ELSE d.delivered_at END
 FROM o
 WHERE d.delivery_id = o.delivery_id AND d.lease_version = o.lease_version
   AND d.status = 'in_flight'
