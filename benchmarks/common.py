@@ -9,6 +9,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from confluent_kafka import Producer
@@ -117,6 +118,13 @@ def load_deliveries(db_url: str, bootstrap: str, topics: Topics, *, endpoints: l
     """n events and n pending deliveries (event i → endpoint i mod len) written in bulk,
     and their tasks produced to the deliveries topic: the dispatcher's input, without the
     relay and fanout in the way."""
+    produce_tasks(bootstrap, topics,
+                  insert_deliveries(db_url, endpoints=endpoints, n=n, payload=payload))
+
+
+def insert_deliveries(db_url: str, *, endpoints: list[str], n: int,
+                      payload: bytes = b'{"bench": true}') -> list[tuple[Any, ...]]:
+    """The rows half of ``load_deliveries``: (delivery, event, endpoint, tenant) per row."""
     with psycopg.connect(db_url) as conn:
         conn.execute(
             "INSERT INTO events (event_id, tenant, type, schema_version, occurred_at,"
@@ -130,8 +138,12 @@ def load_deliveries(db_url: str, bootstrap: str, topics: Topics, *, endpoints: l
             " FROM (SELECT event_id, row_number() OVER () - 1 AS i FROM events) e"
             " JOIN (SELECT id, tenant, row_number() OVER (ORDER BY id) - 1 AS j FROM endpoints)"
             " ep ON ep.j = e.i %% %s", (len(endpoints),))
-        rows = conn.execute(
+        return conn.execute(
             "SELECT delivery_id, event_id, endpoint_id, tenant FROM deliveries").fetchall()
+
+
+def produce_tasks(bootstrap: str, topics: Topics, rows: list[tuple[Any, ...]]) -> None:
+    """The tasks half of ``load_deliveries``: one NEW task per row, due now."""
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
                          "queue.buffering.max.messages": 1_000_000})
     from datetime import UTC, datetime
@@ -146,3 +158,23 @@ def load_deliveries(db_url: str, bootstrap: str, topics: Topics, *, endpoints: l
             except BufferError:
                 producer.poll(0.1)
     producer.flush(120)
+
+
+def wait_group_stable(bootstrap: str, group: str, members: int, timeout_s: float = 60) -> None:
+    """Until the consumer group is Stable with ``members`` members that all hold
+    partitions: a measurement then starts after the rebalances of start-up, not in them."""
+    from confluent_kafka import ConsumerGroupState
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            desc = admin.describe_consumer_groups([group])[group].result(10)
+            if (desc.state == ConsumerGroupState.STABLE and len(desc.members) == members
+                    and all(m.assignment.topic_partitions for m in desc.members)):
+                return
+        except Exception:  # not created yet, coordinator loading: ask again
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"consumer group {group} not stable with {members} members")

@@ -31,10 +31,13 @@ from benchmarks.common import (
     cpu_delta,
     drop_topics,
     fresh_env,
+    insert_deliveries,
     load_deliveries,
     proc_stats,
+    produce_tasks,
     rss,
     start_fast_receiver,
+    wait_group_stable,
 )
 from hookstream.endpoints import create_endpoint
 from hookstream.harness import ServiceProcess, pipeline_env
@@ -72,8 +75,8 @@ def dispatcher_run(port: int, n: int, n_endpoints: int, processes: int) -> dict[
             create_endpoint(conn, tenant=f"t{i % 10}", url=f"http://127.0.0.1:{port}/hooks/e{i}",
                             rate_per_s=1e6, burst=1_000_000, max_in_flight=64,
                             allow_insecure=True)
-    load_deliveries(db, bootstrap, topics, endpoints=[str(i) for i in range(n_endpoints)],
-                    tenants=[], n=n, payload=BODY)
+    rows = insert_deliveries(db, endpoints=[str(i) for i in range(n_endpoints)], n=n,
+                             payload=BODY)
     env = pipeline_env(database_url=db, bootstrap=bootstrap, topic_prefix=topics.prefix,
                        allow_private_targets="true", tenant_max_in_flight="10000",
                        tenant_rate_per_s="1000000", tenant_burst="1000000",
@@ -83,24 +86,33 @@ def dispatcher_run(port: int, n: int, n_endpoints: int, processes: int) -> dict[
     procs = [ServiceProcess("dispatcher", env, log_dir / f"bench-dispatcher-{processes}-{i}.log")
              for i in range(processes)]
     t0 = time.monotonic()
-    cpu_before = cpu_by_role()
     for p in procs:
         p.start()
+    for p in procs:
+        p.wait_healthy()
+    # The tasks go out once every dispatcher holds its partitions: the figure is the
+    # steady rate, not start-up rebalancing (seconds, with two processes).
+    wait_group_stable(bootstrap, env["HOOKSTREAM_DISPATCHER_GROUP_ID"], processes)
+    cpu_before = cpu_by_role()
+    produce_tasks(bootstrap, topics, rows)
     spy = None
-    if PROFILE and processes == 1 and procs[0].proc is not None:
+    if PROFILE and procs[0].proc is not None:
         # py-spy samples the live process: collapsed stacks for the hot-path summary.
         spy = subprocess.Popen(["py-spy", "record", "--pid", str(procs[0].proc.pid),
                                 "--format", "raw", "--rate", "200", "--nonblocking",
-                                "-o", str(RESULTS / "dispatcher-profile.txt")],
+                                "-o", str(RESULTS / f"dispatcher-profile-{processes}.txt")],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 600
+    gauges: list[dict[str, float]] = []  # per sample and process: in flight, queued
     with psycopg.connect(db, autocommit=True) as conn:
         while time.monotonic() < deadline:
+            for p in procs:
+                gauges.append(_gauges(p))
             (done,), = conn.execute(
                 "SELECT count(*) FROM deliveries WHERE status = 'delivered'").fetchall()
             if done >= n:
                 break
-            time.sleep(0.5)
+            time.sleep(0.25)
         (first, last, attempts), = conn.execute(
             "SELECT min(started_at), max(finished_at), count(*) FROM attempts").fetchall()
     elapsed = (last - first).total_seconds()
@@ -121,9 +133,28 @@ def dispatcher_run(port: int, n: int, n_endpoints: int, processes: int) -> dict[
         "peak_rss_mb": [round(r / 2**20) for _, r in stats],
         # Every process's CPU from dispatcher start to the last delivery, per attempt:
         # where the two cores went (PostgreSQL's claims and outcome writes, the receiver).
+        # Where a process waits: few in flight with a long queue means the claim/send
+        # side is the limit; an empty queue means reading tasks is.
+        "mean_in_flight_per_process": round(
+            sum(g.get("in_flight", 0) for g in gauges) / max(len(gauges), 1), 1),
+        "mean_queued_per_process": round(
+            sum(g.get("queued", 0) for g in gauges) / max(len(gauges), 1), 1),
         "machine_cpu_ms_per_attempt": {k: round(1000 * v / attempts, 3)
                                        for k, v in sorted(cpu.items())},
     }
+
+
+def _gauges(proc: ServiceProcess) -> dict[str, float]:
+    try:
+        _, body = proc.get("/metrics")
+    except OSError:
+        return {}
+    out = {}
+    for line in body.decode().splitlines():
+        for name in ("in_flight", "queued"):
+            if line.startswith(f"hookstream_dispatcher_{name} "):
+                out[name] = float(line.rsplit(" ", 1)[1])
+    return out
 
 
 def backlog_run(port: int, n: int) -> dict[str, Any]:
@@ -202,6 +233,8 @@ def main() -> None:
                       f"{r['attempts_per_s'] / bare:>8.0%} {r['cpu_ms_per_attempt']:>11}"
                       f" {r['peak_rss_mb']!s:>12}")
                 print(f"{'':>11} machine CPU ms per attempt: {r['machine_cpu_ms_per_attempt']}")
+                print(f"{'':>11} mean per process: {r['mean_in_flight_per_process']} in flight,"
+                      f" {r['mean_queued_per_process']} queued")
     finally:
         receiver.terminate()
     name = "dispatcher-backlog.json" if args.backlog else "dispatcher.json"

@@ -1,6 +1,6 @@
 """Summarise py-spy's collapsed stacks: where the sampled time goes, by own and total time.
 
-    .venv/bin/python benchmarks/profile_summary.py bench-results/dispatcher-profile.txt
+    .venv/bin/python benchmarks/profile_summary.py bench-results/dispatcher-profile-1.txt
 """
 
 from __future__ import annotations

@@ -48,6 +48,7 @@ from hookstream.dispatcher.store import AttemptRecord, Claim, EndpointRow, Store
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from hookstream.codec import CodecError, DeliveryTask, TaskKind
+from hookstream.fastcodec import decode_task
 from hookstream.kafka import BrokerUnavailable, consumer_config, new_producer, produce
 from hookstream.offsets import PartitionOffsets
 from hookstream.policy.backoff import BackoffPolicy
@@ -392,7 +393,7 @@ class Dispatcher:
                         self._fail("kafka", KafkaException(err))
                     continue
                 try:
-                    task = DeliveryTask.decode(msg.value() or b"")
+                    task = decode_task(msg.value() or b"")
                 except CodecError as exc:
                     self.metrics.poison.inc()
                     self._to_dead_letter(msg, str(exc))

@@ -114,7 +114,23 @@ class Store:
         if not outcomes and not circuits and not disable:
             return
         conn: AsyncConnection[Any]
-        async with self.pool.connection() as conn, conn.transaction():
+        async with self.pool.connection() as conn:
+            # Usually the outcomes statement alone, atomic by itself on an autocommit
+            # connection: BEGIN and COMMIT would be two more round trips per batch.
+            if circuits or disable:
+                async with conn.transaction():
+                    await self._record(conn, outcomes, circuits, disable)
+            else:
+                await self._record(conn, outcomes, circuits, disable)
+
+    async def _record(
+        self,
+        conn: AsyncConnection[Any],
+        outcomes: list[AttemptRecord],
+        circuits: dict[uuid.UUID, CircuitState],
+        disable: dict[uuid.UUID, str],
+    ) -> None:
+        if outcomes:
             await conn.execute(Q["record_outcomes"], {
                 "delivery_id": [o.claim.delivery_id for o in outcomes],
                 "lease_version": [o.claim.lease_version for o in outcomes],
@@ -130,18 +146,18 @@ class Store:
                 "error": [o.error for o in outcomes],
                 "next_at": [o.next_at_s for o in outcomes],
             })
-            if circuits:
-                ids = list(circuits)
-                await conn.execute(Q["update_circuits"], {
-                    "ids": ids,
-                    "failures": [circuits[i].consecutive_failures for i in ids],
-                    "first_failure_at": [circuits[i].first_failure_at for i in ids],
-                    "paused_until": [circuits[i].paused_until for i in ids],
-                })
-            if disable:
-                ids = list(disable)
-                await conn.execute(Q["disable_endpoints"], {
-                    "ids": ids, "reasons": [disable[i] for i in ids]})
+        if circuits:
+            ids = list(circuits)
+            await conn.execute(Q["update_circuits"], {
+                "ids": ids,
+                "failures": [circuits[i].consecutive_failures for i in ids],
+                "first_failure_at": [circuits[i].first_failure_at for i in ids],
+                "paused_until": [circuits[i].paused_until for i in ids],
+            })
+        if disable:
+            ids = list(disable)
+            await conn.execute(Q["disable_endpoints"], {
+                "ids": ids, "reasons": [disable[i] for i in ids]})
 
     async def expired_leases(self, limit: int, produce: Any) -> int:
         """Hand deliveries whose worker died back to the queue: ``produce`` is awaited with

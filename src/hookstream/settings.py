@@ -124,6 +124,10 @@ class CommonSettings:
         "only this many worst endpoints get an `endpoint` label")
     db_metrics_window_s: float = env_field(
         "DB_METRICS_WINDOW_S", 900.0, pos_float, "window of retry amplification and replays")
+    gc_gen0_threshold: int = env_field(
+        "GC_GEN0_THRESHOLD", 50_000, pos_int,
+        "allocations between young-generation collections (Python's default 700 made the "
+        "collector ~15 % of the dispatcher's CPU per attempt; BENCHMARKS.md)")
 
     def __post_init__(self) -> None:
         if self.log_format not in {"json", "text"}:
