@@ -99,7 +99,7 @@ def dispatcher_run(port: int, n: int, n_endpoints: int, processes: int) -> dict[
     if PROFILE and procs[0].proc is not None:
         # py-spy samples the live process: collapsed stacks for the hot-path summary.
         spy = subprocess.Popen(["py-spy", "record", "--pid", str(procs[0].proc.pid),
-                                "--format", "raw", "--rate", "200", "--nonblocking",
+                                "--format", "raw", "--rate", "250", "--nonblocking", "--gil",
                                 "-o", str(RESULTS / f"dispatcher-profile-{processes}.txt")],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 600

@@ -66,6 +66,7 @@ TP = tuple[str, int]
 # Lanes and endpoint states unused this long are forgotten: memory stays bounded by the
 # endpoints that are active, not by every endpoint ever seen.
 IDLE_EVICT_S = 600.0
+CLEAN_CIRCUIT = CircuitState()
 WORST_N = 10
 
 
@@ -542,7 +543,7 @@ class Dispatcher:
             error_class=result.error_class.value if result.error_class else None,
             outcome=result.decision.outcome.value, excerpt=result.excerpt, error=result.error,
             next_at_s=verdict.retry_due_s)
-        await self._finished.put(Finished(record, verdict, item))
+        self._finished.put_nowait(Finished(record, verdict, item))  # unbounded: never waits
 
     def _endpoint_feedback(self, endpoint_id: uuid.UUID, result: AttemptResult,
                            now: float) -> None:
@@ -551,6 +552,10 @@ class Dispatcher:
         if ep is None:
             return
         decision = result.decision
+        if (decision.outcome is Outcome.DELIVERED and not ep.probing
+                and ep.circuit == CLEAN_CIRCUIT
+                and ep.adaptive.effective >= ep.adaptive.configured):
+            return  # the common case: a healthy endpoint answered 2xx, nothing changes
         now_m = time.monotonic()
         if is_throttle(result.status_code):
             self.metrics.throttled.inc()
@@ -570,11 +575,12 @@ class Dispatcher:
             self.metrics.circuit.labels("closed").inc()
         if decision.outcome is Outcome.DISABLE:
             verdict = Verdict.DISABLE
-            reason = "the endpoint answered 410 Gone"
-        else:
-            since = datetime.fromtimestamp(circuit.first_failure_at or now, UTC)
-            reason = f"failing continuously since {since:%Y-%m-%d %H:%M}Z"
         if verdict is Verdict.DISABLE:
+            if decision.outcome is Outcome.DISABLE:
+                reason = "the endpoint answered 410 Gone"
+            else:
+                since = datetime.fromtimestamp(circuit.first_failure_at or now, UTC)
+                reason = f"failing continuously since {since:%Y-%m-%d %H:%M}Z"
             ep.row = dataclasses.replace(ep.row, status="disabled")
             self._disable[endpoint_id] = reason
             self.metrics.circuit.labels("disabled").inc()
