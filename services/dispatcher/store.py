@@ -17,7 +17,9 @@ from hookstream.policy.circuit import CircuitState
 Q = queries.load("dispatcher")
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass sets each field through object.__setattr__, ~0.7 µs
+# more per object, and one of these is built per attempt.
+@dataclass(slots=True)
 class Claim:
     delivery_id: uuid.UUID
     lease_version: int
@@ -32,7 +34,9 @@ class Claim:
     expires_at_s: float
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: a frozen dataclass sets each field through object.__setattr__, ~0.7 µs
+# more per object, and one of these is built per attempt.
+@dataclass(slots=True)
 class AttemptRecord:
     claim: Claim
     status: str
