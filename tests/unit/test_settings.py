@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import gc
+
 import pytest
 
+from hookstream.runner import tune_gc
 from hookstream.settings import (
     DispatcherSettings,
     RelaySettings,
@@ -37,6 +40,26 @@ def test_bad_values_fail_naming_the_variable(var: str, value: str) -> None:
 def test_bad_boolean_names_the_variable() -> None:
     with pytest.raises(SettingsError, match="HOOKSTREAM_ALLOW_PRIVATE_TARGETS"):
         from_env(DispatcherSettings, {"HOOKSTREAM_ALLOW_PRIVATE_TARGETS": "maybe"})
+
+
+def test_event_loop_is_one_of_the_two_and_names_the_variable() -> None:
+    assert from_env(DispatcherSettings, {}).event_loop == "uvloop"
+    assert from_env(DispatcherSettings,
+                    {"HOOKSTREAM_DISPATCHER_EVENT_LOOP": " AsyncIO "}).event_loop == "asyncio"
+    with pytest.raises(SettingsError, match="HOOKSTREAM_DISPATCHER_EVENT_LOOP.*uvloop, asyncio"):
+        from_env(DispatcherSettings, {"HOOKSTREAM_DISPATCHER_EVENT_LOOP": "trio"})
+
+
+def test_gc_threshold_is_applied_and_startup_objects_frozen() -> None:
+    before = gc.get_threshold()
+    try:
+        tune_gc(from_env(RelaySettings, {"HOOKSTREAM_GC_GEN0_THRESHOLD": "12345"})
+                .gc_gen0_threshold)
+        assert gc.get_threshold() == (12345, before[1], before[2])
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
 
 
 def test_every_variable_is_prefixed_and_unique_per_meaning() -> None:
