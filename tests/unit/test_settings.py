@@ -46,7 +46,7 @@ def test_event_loop_is_one_of_the_two_and_names_the_variable() -> None:
     assert from_env(DispatcherSettings, {}).event_loop == "uvloop"
     assert from_env(DispatcherSettings,
                     {"HOOKSTREAM_DISPATCHER_EVENT_LOOP": " AsyncIO "}).event_loop == "asyncio"
-    with pytest.raises(SettingsError, match="HOOKSTREAM_DISPATCHER_EVENT_LOOP.*uvloop, asyncio"):
+    with pytest.raises(SettingsError, match=r"HOOKSTREAM_DISPATCHER_EVENT_LOOP.*uvloop, asyncio"):
         from_env(DispatcherSettings, {"HOOKSTREAM_DISPATCHER_EVENT_LOOP": "trio"})
 
 
