@@ -39,6 +39,7 @@ class Arrival:
     error: str | None
     body: bytes
     answered: int
+    cookie: str | None = None  # a Cookie header, if the sender sent one (it never should)
 
 
 class Receiver:
@@ -87,7 +88,8 @@ class Receiver:
         self.arrivals.append(Arrival(
             name=name, webhook_id=request.headers.get("webhook-id", ""),
             timestamp=int(request.headers.get("webhook-timestamp", "0") or 0),
-            received_at=now, verified=verified, error=error, body=body, answered=status))
+            received_at=now, verified=verified, error=error, body=body, answered=status,
+            cookie=request.headers.get("cookie")))
         keys = [name, f"group:{behaviour.group}"] if behaviour.group else [name]
         for key in keys:
             self.in_flight[key] += 1

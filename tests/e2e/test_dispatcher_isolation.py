@@ -13,6 +13,7 @@ import psycopg
 from confluent_kafka import Producer
 
 from hookstream.codec import DeliveryTask, TaskKind
+from hookstream.endpoints import create_endpoint
 from hookstream.harness import Pipeline, ServiceProcess, pipeline_env
 from hookstream.outbox import write_event
 from hookstream.receiver import Behaviour, Receiver
@@ -210,3 +211,29 @@ def test_repeated_429_lowers_the_endpoint_rate_and_it_recovers(
     assert len(during) < 50, f"{len(during)} requests while being throttled"
     receiver.behaviour["busy"].status = 200
     wait_until(lambda: len(receiver.delivered_ids("busy")) == 100, 90, message="recovered")
+
+
+def test_a_cookie_set_by_one_endpoint_is_never_sent_anywhere(
+        db_url: str, receiver: Receiver, pipeline: Pipeline) -> None:
+    # Both endpoints live on the same host (the receiver), as two tenants' endpoints on one
+    # shared SaaS host would. A client with a cookie jar would send tenant A's session
+    # cookie to tenant B's endpoint, and back to A's on every later attempt. By name, not
+    # IP: aiohttp's default jar ignores cookies of IP-literal hosts, which would hide it.
+    for name, tenant, types, behaviour in (
+            ("sets-cookie", "tenant-a", ["a.*"],
+             Behaviour(headers={"Set-Cookie": "session=tenant-a-secret; Path=/"})),
+            ("other", "tenant-b", ["b.*"], Behaviour())):
+        with psycopg.connect(db_url) as conn:
+            ep = create_endpoint(conn, tenant=tenant, url=receiver.url(name, host="localhost"),
+                                 event_types=types, allow_insecure=True)
+        receiver.add(name, ep.secret, behaviour)
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        write_event(conn, tenant="tenant-a", type="a.created", payload={"n": 1})
+    wait_until(lambda: len(receiver.arrivals) == 1, 30, message="first delivery")
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        for n in range(5):
+            write_event(conn, tenant="tenant-a", type="a.created", payload={"n": n})
+            write_event(conn, tenant="tenant-b", type="b.created", payload={"n": n})
+    wait_until(lambda: len(receiver.arrivals) == 11, 30, message="all deliveries")
+    assert all(a.verified for a in receiver.arrivals)
+    assert [a.cookie for a in receiver.arrivals] == [None] * 11
