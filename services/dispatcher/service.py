@@ -539,8 +539,9 @@ class Dispatcher:
         self.sched.release(claim.endpoint_id, time.monotonic())
         self._wake.set()
         record = AttemptRecord(
-            claim=claim, status=verdict.status.value, finished_at=result.finished_at,
-            status_code=result.status_code, latency_ms=result.latency_ms,
+            claim=claim, status=verdict.status.value, started_at=result.started_at,
+            finished_at=result.finished_at, status_code=result.status_code,
+            latency_ms=result.latency_ms,
             error_class=result.error_class.value if result.error_class else None,
             outcome=result.decision.outcome.value, excerpt=result.excerpt, error=result.error,
             next_at_s=verdict.retry_due_s)

@@ -40,6 +40,7 @@ class Claim:
 class AttemptRecord:
     claim: Claim
     status: str
+    started_at: float  # epoch seconds
     finished_at: float
     status_code: int | None
     latency_ms: float
@@ -139,6 +140,7 @@ class Store:
                 "lease_version": [o.claim.lease_version for o in outcomes],
                 "attempt_no": [o.claim.attempt_no for o in outcomes],
                 "status": [o.status for o in outcomes],
+                "started_at": [o.started_at for o in outcomes],
                 "finished_at": [o.finished_at for o in outcomes],
                 "status_code": [o.status_code for o in outcomes],
                 "latency_ms": [o.latency_ms for o in outcomes],

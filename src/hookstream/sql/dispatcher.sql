@@ -39,22 +39,22 @@ JOIN endpoints ep ON ep.id = c.endpoint_id
 
 -- name: record_outcomes
 -- Times come as epoch seconds (float8): binary floats are cheaper to send than
--- timestamptz values built as Python datetimes, one per attempt. started_at is left as
--- the claim wrote it: no indexed column changes, so the update can be HOT (0005).
+-- timestamptz values built as Python datetimes, one per attempt.
 -- The attempt row is always completed (the request happened); the delivery row only
 -- moves if this worker still holds the lease.
 WITH o AS (
     SELECT * FROM unnest(
         %(delivery_id)b::uuid[], %(lease_version)b::int[], %(attempt_no)b::int[],
-        %(status)b::text[], %(finished_at)b::float8[],
+        %(status)b::text[], %(started_at)b::float8[], %(finished_at)b::float8[],
         %(status_code)b::int[], %(latency_ms)b::float8[], %(error_class)b::text[],
         %(outcome)b::text[], %(excerpt)b::text[], %(error)b::text[], %(next_at)b::float8[])
-    AS o(delivery_id, lease_version, attempt_no, status, finished_at, status_code,
+    AS o(delivery_id, lease_version, attempt_no, status, started_at, finished_at, status_code,
          latency_ms, error_class, outcome, excerpt, error, next_at)
 ),
 att AS (
     UPDATE attempts a
-    SET finished_at = to_timestamp(o.finished_at), status_code = o.status_code,
+    SET started_at = to_timestamp(o.started_at), finished_at = to_timestamp(o.finished_at),
+        status_code = o.status_code,
         latency_ms = o.latency_ms, error_class = o.error_class, outcome = o.outcome,
         response_excerpt = o.excerpt
     FROM o
