@@ -30,6 +30,7 @@ from benchmarks.common import (
     cpu_by_role,
     cpu_delta,
     drop_topics,
+    encode_tasks,
     fresh_env,
     insert_deliveries,
     load_deliveries,
@@ -75,8 +76,8 @@ def dispatcher_run(port: int, n: int, n_endpoints: int, processes: int) -> dict[
             create_endpoint(conn, tenant=f"t{i % 10}", url=f"http://127.0.0.1:{port}/hooks/e{i}",
                             rate_per_s=1e6, burst=1_000_000, max_in_flight=64,
                             allow_insecure=True)
-    rows = insert_deliveries(db, endpoints=[str(i) for i in range(n_endpoints)], n=n,
-                             payload=BODY)
+    tasks = encode_tasks(insert_deliveries(db, endpoints=[str(i) for i in range(n_endpoints)],
+                                           n=n, payload=BODY))
     env = pipeline_env(database_url=db, bootstrap=bootstrap, topic_prefix=topics.prefix,
                        allow_private_targets="true", tenant_max_in_flight="10000",
                        tenant_rate_per_s="1000000", tenant_burst="1000000",
@@ -94,7 +95,7 @@ def dispatcher_run(port: int, n: int, n_endpoints: int, processes: int) -> dict[
     # steady rate, not start-up rebalancing (seconds, with two processes).
     wait_group_stable(bootstrap, env["HOOKSTREAM_DISPATCHER_GROUP_ID"], processes)
     cpu_before = cpu_by_role()
-    produce_tasks(bootstrap, topics, rows)
+    produce_tasks(bootstrap, topics, tasks)
     spy = None
     if PROFILE and procs[0].proc is not None:
         # py-spy samples the live process: collapsed stacks for the hot-path summary.

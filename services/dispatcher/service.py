@@ -45,11 +45,12 @@ from hookstream.dispatcher.decide import (
 )
 from hookstream.dispatcher.delay import DelayForwarder
 from hookstream.dispatcher.store import AttemptRecord, Claim, EndpointRow, Store
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from hookstream.codec import CodecError, DeliveryTask, TaskKind
 from hookstream.fastcodec import decode_task
 from hookstream.kafka import BrokerUnavailable, consumer_config, new_producer, produce
+from hookstream.loop_metrics import LoopCounter, LoopHistogram
 from hookstream.offsets import PartitionOffsets
 from hookstream.policy.backoff import BackoffPolicy
 from hookstream.policy.circuit import Admission, CircuitPolicy, CircuitState, Verdict, admission
@@ -96,14 +97,15 @@ class Finished:
 
 class DispatcherMetrics:
     def __init__(self, registry: CollectorRegistry):
-        self.attempts = Counter(
+        # Updated once per attempt, only on the event loop: lock-free (loop_metrics).
+        self.attempts = LoopCounter(
             "hookstream_dispatcher_attempts_total", "HTTP attempts by outcome and status class",
             ["outcome", "status_class"], registry=registry)
-        self.latency = Histogram(
+        self.latency = LoopHistogram(
             "hookstream_dispatcher_attempt_seconds", "Duration of one HTTP attempt",
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=registry)
-        self.first_attempt = Histogram(
+        self.first_attempt = LoopHistogram(
             "hookstream_first_attempt_latency_seconds",
             "Outbox commit → start of a delivery's first attempt",
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800),
@@ -186,13 +188,17 @@ class Dispatcher:
         self._kafka = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka")
         self._producer = new_producer(s.kafka_bootstrap, "hookstream-dispatcher")
         self._attempts: set[asyncio.Task[None]] = set()
-        self._attempt_counters: dict[tuple[str, str], Any] = {}
         self._background: set[asyncio.Task[None]] = set()
         self._dirty_circuits: dict[uuid.UUID, CircuitState] = {}
         self._disable: dict[uuid.UUID, str] = {}
         self._wake = asyncio.Event()
         self._room = asyncio.Event()
-        self._finished: asyncio.Queue[Finished] = asyncio.Queue()
+        # Finished attempts waiting for the writer: a plain list and an event (an
+        # asyncio.Queue costs several calls per item; here one append does).
+        self._finished: list[Finished] = []
+        self._finished_ready = asyncio.Event()
+        self._unwritten = 0  # finished but not yet recorded (shutdown waits for 0)
+        self._all_written = asyncio.Event()
 
     # -- Kafka, always from the one Kafka thread ----------------------------------------
     async def _k(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -292,7 +298,8 @@ class Dispatcher:
         s = self.settings
         self._wake = asyncio.Event()
         self._room = asyncio.Event()
-        self._finished = asyncio.Queue()
+        self._finished_ready = asyncio.Event()
+        self._all_written = asyncio.Event()
         store = Store(s.database_url, s.lease_s)
         consumer = Consumer(consumer_config(
             s.kafka_bootstrap, s.group_id, "hookstream-dispatcher",
@@ -334,7 +341,8 @@ class Dispatcher:
                 if self._attempts:
                     await asyncio.wait(self._attempts, timeout=s.request_timeout_s + 5)
                 try:
-                    await asyncio.wait_for(self._finished.join(), timeout=30)
+                    if self._unwritten:
+                        await asyncio.wait_for(self._all_written.wait(), timeout=30)
                 except TimeoutError:
                     log.error("outcomes not written at shutdown; their tasks will be redelivered")
                 for h in helpers:
@@ -545,7 +553,10 @@ class Dispatcher:
             error_class=result.error_class.value if result.error_class else None,
             outcome=result.decision.outcome.value, excerpt=result.excerpt, error=result.error,
             next_at_s=verdict.retry_due_s)
-        self._finished.put_nowait(Finished(record, verdict, item))  # unbounded: never waits
+        self._finished.append(Finished(record, verdict, item))
+        self._unwritten += 1
+        self._all_written.clear()
+        self._finished_ready.set()
 
     def _endpoint_feedback(self, endpoint_id: uuid.UUID, result: AttemptResult,
                            now: float) -> None:
@@ -623,21 +634,17 @@ class Dispatcher:
         code = result.status_code
         status_class = f"{code // 100}xx" if code else (
             result.error_class.value if result.error_class else "none")
-        # labels() takes a lock and builds a key on every call: keep the children.
-        key = (result.decision.outcome.value, status_class)
-        child = self._attempt_counters.get(key)
-        if child is None:
-            child = self._attempt_counters[key] = self.metrics.attempts.labels(*key)
-        child.inc()
+        self.metrics.attempts.inc(result.decision.outcome.value, status_class)
         self.metrics.latency.observe(result.latency_ms / 1000.0)
 
     # -- writer: retries/dead letters durable first, then one transaction ----------------
     async def _writer(self, store: Store) -> None:
         while True:
-            batch = [await self._finished.get()]
+            await self._finished_ready.wait()
             await asyncio.sleep(0.005)  # let attempts finishing together join the batch
-            while not self._finished.empty() and len(batch) < 1000:
-                batch.append(self._finished.get_nowait())
+            batch, self._finished = self._finished[:1000], self._finished[1000:]
+            if not self._finished:
+                self._finished_ready.clear()
             now = time.time()
             produced = False
             for f in batch:
@@ -664,8 +671,9 @@ class Dispatcher:
             disable, self._disable = self._disable, {}
             await self._db(store.record, [f.record for f in batch], circuits, disable)
             self._complete_all([f.item for f in batch])
-            for _ in batch:
-                self._finished.task_done()
+            self._unwritten -= len(batch)
+            if not self._unwritten:
+                self._all_written.set()
 
     # -- background loops ----------------------------------------------------------------
     async def _commit_loop(self, consumer: Consumer) -> None:
