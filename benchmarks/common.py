@@ -41,6 +41,14 @@ def fresh_env(name: str, partitions: int = 6) -> tuple[str, str, Topics]:
     return url, env["HOOKSTREAM_KAFKA_BOOTSTRAP"], topics
 
 
+def drop_database(db_url: str) -> None:
+    """A finished run's database goes at once: left behind, its dead rows bring an
+    autovacuum worker into the middle of the next run's measurement."""
+    admin, name = db_url.rsplit("/", 1)
+    with psycopg.connect(f"{admin}/postgres", autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
 def drop_topics(bootstrap: str, topics: Topics) -> None:
     delete_topics(bootstrap, [s.name for s in topics.specs()])
 

@@ -29,6 +29,7 @@ from benchmarks.common import (
     RESULTS,
     cpu_by_role,
     cpu_delta,
+    drop_database,
     drop_topics,
     encode_tasks,
     fresh_env,
@@ -125,6 +126,7 @@ def dispatcher_run(port: int, n: int, n_endpoints: int, processes: int) -> dict[
     for p in procs:
         p.terminate()
     drop_topics(bootstrap, topics)
+    drop_database(db)
     return {
         "processes": processes, "deliveries": n, "delivered": done, "attempts": attempts,
         "seconds": round(elapsed, 2), "attempts_per_s": round(attempts / elapsed),
@@ -187,6 +189,7 @@ def backlog_run(port: int, n: int) -> dict[str, Any]:
     _, peak = proc_stats(proc.proc.pid)
     proc.terminate()
     drop_topics(bootstrap, topics)
+    drop_database(db)
     rss_values = [s[1] for s in samples]
     return {"backlog": n, "tasks_read_and_deferred": deferred,
             "seconds": samples[-1][0] if samples else None,
