@@ -725,8 +725,6 @@ def main() -> int:
                     help="healthy endpoints per tenant (each event goes to all of them)")
     ap.add_argument("--no-bad", action="store_true", help="baseline: healthy endpoints only")
     ap.add_argument("--chaos", action="store_true", help="kill services, restart Kafka and PG")
-    ap.add_argument("--static-membership", action="store_true",
-                    help="give each service a consumer-group instance id (KIP-345)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--receivers", type=int, default=2, help="receiver farm processes")
     ap.add_argument("--verify-every", type=int, default=1,
@@ -777,12 +775,7 @@ def main() -> int:
                            request_timeout_s="35", lease_s="60")
         env["PYTHONFAULTHANDLER"] = "1"  # a crashing service leaves its stack in its log
         logs = work / "logs"
-        def env_of(name: str) -> dict[str, str]:
-            # Static membership: a restarted service takes its partitions back at once.
-            return {**env, "HOOKSTREAM_KAFKA_GROUP_INSTANCE_ID": name} \
-                if args.static_membership else env
-
-        services = {n: ServiceProcess(n, env_of(n), logs / f"{n}.log") for n in SERVICES}
+        services = {n: ServiceProcess(n, env, logs / f"{n}.log") for n in SERVICES}
         for p in services.values():
             p.start()
         for p in services.values():

@@ -69,14 +69,13 @@ class DelayMetrics:
 
 class DelayForwarder:
     def __init__(self, bootstrap: str, group_id: str, topics: Topics, tiers: Tiers,
-                 registry: CollectorRegistry, stop: threading.Event, instance_id: str = ""):
+                 registry: CollectorRegistry, stop: threading.Event):
         self.topics = topics
         self.tiers = tiers
         self.metrics = DelayMetrics(registry)
         self.stop = stop
         self.bootstrap = bootstrap
         self.group_id = group_id
-        self.instance_id = instance_id
         self.producer = new_producer(bootstrap, "hookstream-delay")
         self.healthy = True
         self._held: dict[tuple[str, int], deque[Held]] = {}
@@ -91,8 +90,7 @@ class DelayForwarder:
         self._thread.join(timeout)
 
     def _run(self) -> None:
-        consumer = Consumer(consumer_config(self.bootstrap, self.group_id, "hookstream-delay",
-                                            self.instance_id))
+        consumer = Consumer(consumer_config(self.bootstrap, self.group_id, "hookstream-delay"))
         consumer.subscribe(self.tiers.topics, on_revoke=self._forget, on_lost=self._forget)
         try:
             while not self.stop.is_set():

@@ -302,12 +302,12 @@ class Dispatcher:
         self._all_written = asyncio.Event()
         store = Store(s.database_url, s.lease_s)
         consumer = Consumer(consumer_config(
-            s.kafka_bootstrap, s.group_id, "hookstream-dispatcher", s.kafka_group_instance_id,
+            s.kafka_bootstrap, s.group_id, "hookstream-dispatcher",
             **{"fetch.wait.max.ms": 50}))
         await self._k(consumer.subscribe, [self.topics.deliveries], on_assign=self._on_assign,
                       on_revoke=self._on_revoke, on_lost=self._on_lost)
         delay = DelayForwarder(s.kafka_bootstrap, f"{s.group_id}-delay", self.topics, self.tiers,
-                               self.registry, self.stop, s.kafka_group_instance_id).start()
+                               self.registry, self.stop).start()
         connector = aiohttp.TCPConnector(
             limit=s.max_in_flight, limit_per_host=0, ttl_dns_cache=10,
             resolver=SafeResolver(allow_private=s.allow_private_targets))

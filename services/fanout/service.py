@@ -246,8 +246,7 @@ class Fanout:
     # -- the loop --------------------------------------------------------------------
     def run(self) -> None:
         consumer = Consumer(consumer_config(
-            self.settings.kafka_bootstrap, self.settings.group_id, "hookstream-fanout",
-            self.settings.kafka_group_instance_id))
+            self.settings.kafka_bootstrap, self.settings.group_id, "hookstream-fanout"))
         consumer.subscribe([self.topics.events])
         backoff_s = 0.5
         try:

@@ -136,23 +136,14 @@ def pipeline_env(*, database_url: str, bootstrap: str, topic_prefix: str,
 class Pipeline:
     """relay + fanout + dispatcher (one or more dispatchers) as processes."""
 
-    def __init__(self, env: dict[str, str], log_dir: Path, dispatchers: int = 1,
-                 static_membership: bool = False):
-        """``static_membership``: each process gets its own stable consumer-group instance
-        id (its key), so a restarted one takes its partitions back at once."""
-        def env_for(key: str) -> dict[str, str]:
-            if not static_membership:
-                return env
-            return {**env, "HOOKSTREAM_KAFKA_GROUP_INSTANCE_ID": key}
-
+    def __init__(self, env: dict[str, str], log_dir: Path, dispatchers: int = 1):
         self.processes: dict[str, ServiceProcess] = {
             "relay": ServiceProcess("relay", env, log_dir / "relay.log"),
-            "fanout": ServiceProcess("fanout", env_for("fanout"), log_dir / "fanout.log"),
+            "fanout": ServiceProcess("fanout", env, log_dir / "fanout.log"),
         }
         for i in range(dispatchers):
             key = "dispatcher" if i == 0 else f"dispatcher{i + 1}"
-            self.processes[key] = ServiceProcess("dispatcher", env_for(key),
-                                                 log_dir / f"{key}.log")
+            self.processes[key] = ServiceProcess("dispatcher", env, log_dir / f"{key}.log")
 
     def __getitem__(self, key: str) -> ServiceProcess:
         return self.processes[key]

@@ -39,14 +39,8 @@ def producer_config(bootstrap: str, client_id: str, **overrides: object) -> dict
 
 
 def consumer_config(
-    bootstrap: str, group_id: str, client_id: str, instance_id: str = "", **overrides: object
+    bootstrap: str, group_id: str, client_id: str, **overrides: object
 ) -> dict[str, object]:
-    """``instance_id``: static group membership (KIP-345) when set. A replica restarted
-    with the same id (a crash, an OOM kill, a redeploy) gets its partitions back at once
-    instead of waiting for its old session to expire and a rebalance; it must be stable
-    and unique per replica (a pod name), or two replicas fence each other. A member with
-    an id does not leave the group on shutdown: a replica removed for good releases its
-    partitions only when its session expires (6 s)."""
     config: dict[str, object] = {
         "bootstrap.servers": bootstrap,
         "group.id": group_id,
@@ -68,8 +62,6 @@ def consumer_config(
         "queued.min.messages": 5_000,
         "queued.max.messages.kbytes": 8_192,
     }
-    if instance_id:
-        config["group.instance.id"] = instance_id
     config.update(overrides)
     return config
 

@@ -124,10 +124,6 @@ class CommonSettings:
         "only this many worst endpoints get an `endpoint` label")
     db_metrics_window_s: float = env_field(
         "DB_METRICS_WINDOW_S", 900.0, pos_float, "window of retry amplification and replays")
-    kafka_group_instance_id: str = env_field(
-        "KAFKA_GROUP_INSTANCE_ID", "",
-        doc="static consumer-group membership: a stable id unique per replica (e.g. the pod "
-            "name); empty: dynamic membership")
     gc_gen0_threshold: int = env_field(
         "GC_GEN0_THRESHOLD", 50_000, pos_int,
         "allocations between young-generation collections (Python's default 700 made the "

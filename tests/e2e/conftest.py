@@ -38,13 +38,11 @@ def start_pipeline(stack: Stack, db_url: str, topics: Topics,
     every service must exit 0."""
     started: list[Pipeline] = []
 
-    def start(dispatchers: int = 1, static_membership: bool = False,
-              **settings: str) -> Pipeline:
+    def start(dispatchers: int = 1, **settings: str) -> Pipeline:
         env = pipeline_env(database_url=db_url, bootstrap=stack.bootstrap,
                            topic_prefix=topics.prefix, allow_private_targets="true",
                            **settings)
-        p = Pipeline(env, log_dir, dispatchers=dispatchers,
-                     static_membership=static_membership).start()
+        p = Pipeline(env, log_dir, dispatchers=dispatchers).start()
         started.append(p)
         return p
 

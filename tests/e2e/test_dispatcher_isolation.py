@@ -237,24 +237,3 @@ def test_a_cookie_set_by_one_endpoint_is_never_sent_anywhere(
     wait_until(lambda: len(receiver.arrivals) == 11, 30, message="all deliveries")
     assert all(a.verified for a in receiver.arrivals)
     assert [a.cookie for a in receiver.arrivals] == [None] * 11
-
-
-def test_with_static_membership_a_restarted_dispatcher_resumes_at_once(
-        db_url: str, receiver: Receiver, start_pipeline: StartPipeline) -> None:
-    # A crashed dispatcher restarted under the same instance id replaces its old self in
-    # the group: no wait for the dead session (6 s) and no rebalance before work resumes.
-    p = start_pipeline(static_membership=True)
-    add_endpoint(db_url, receiver, "e", "acme")
-    with psycopg.connect(db_url, autocommit=True) as conn:
-        write_event(conn, tenant="acme", type="a.b", payload={"i": 0})
-    wait_until(lambda: len(receiver.arrivals) == 1, 30, message="first delivery")
-    p["dispatcher"].kill()
-    t0 = time.monotonic()
-    p["dispatcher"].start()
-    with psycopg.connect(db_url, autocommit=True) as conn:
-        write_event(conn, tenant="acme", type="a.b", payload={"i": 1})
-    wait_until(lambda: len(receiver.arrivals) == 2, 30, message="delivery after the restart")
-    resumed_after = time.monotonic() - t0
-    # Measured here: 0.5-0.6 s with static membership, 5.7-5.9 s without (the dead
-    # member's session timeout, 6 s, then a rebalance).
-    assert resumed_after < 3.0, f"delivery resumed {resumed_after:.1f} s after the restart"
