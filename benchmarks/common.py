@@ -31,10 +31,10 @@ def fresh_env(name: str, partitions: int = 6) -> tuple[str, str, Topics]:
     env = localstack.env()
     admin = env["HOOKSTREAM_DATABASE_URL"]
     db = f"hs_bench_{name}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {db}")
     url = admin.rsplit("/", 1)[0] + "/" + db
+    drop_database(url)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {db}")
     migrate(url)
     topics = Topics(f"bench-{name}-{uuid.uuid4().hex[:6]}")
     ensure_topics(env["HOOKSTREAM_KAFKA_BOOTSTRAP"], topics.specs(partitions))
@@ -53,12 +53,16 @@ def drop_topics(bootstrap: str, topics: Topics) -> None:
     delete_topics(bootstrap, [s.name for s in topics.specs()])
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) a live process has used; OSError once it is gone."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()  # the name may hold spaces and ')'
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def proc_stats(pid: int) -> tuple[float, int]:
     """(CPU seconds user+system, peak RSS bytes) of a live process."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    cpu = (int(fields[11]) + int(fields[12])) / ticks
+    cpu = cpu_seconds(pid)
     peak = 0
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -75,14 +79,12 @@ _PG_BACKGROUND = tuple(f"postgres: {name}" for name in (
 def cpu_by_role() -> dict[str, float]:
     """CPU seconds so far of every process on the machine, summed by role (dispatcher,
     receiver, postgres, kafka, other): two snapshots give who spent the cores in between."""
-    ticks = os.sysconf("SC_CLK_TCK")
     out: dict[str, float] = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+            cpu = cpu_seconds(int(pid))
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
@@ -95,7 +97,7 @@ def cpu_by_role() -> dict[str, float]:
                 else "postgres" if "postgres" in cmd
                 else "kafka" if "kafka" in cmd
                 else "other")
-        out[role] = out.get(role, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
+        out[role] = out.get(role, 0.0) + cpu
     return out
 
 

@@ -154,13 +154,21 @@ async def test_bulk_replay_with_a_status_filter(kapi: ApiHarness) -> None:
         assert code == 400 and err["error"]["field"] == field, (body, err)
 
 
+def seed_dead_events(kapi: ApiHarness, endpoint_id: str, n: int,
+                     now: datetime) -> tuple[list[uuid.UUID], list[uuid.UUID]]:
+    """n events of acme, each with a dead delivery to the endpoint created a minute
+    apart, the oldest 2n minutes before ``now``: (event ids, delivery ids)."""
+    events = [seed_event(kapi.db_url, "acme") for _ in range(n)]
+    ids = [seed_delivery(kapi.db_url, endpoint_id, "acme", "dead", event_id=e,
+                         created_at=now - timedelta(minutes=2 * n - i))
+           for i, e in enumerate(events)]
+    return events, ids
+
+
 async def test_bulk_replay_of_a_set_of_events(kapi: ApiHarness, stack: Stack) -> None:
     ep = await kapi.endpoint()
     now = datetime.now(UTC)
-    events = [seed_event(kapi.db_url, "acme") for _ in range(5)]
-    ids = [seed_delivery(kapi.db_url, ep["id"], "acme", "dead", event_id=e,
-                         created_at=now - timedelta(minutes=10 - i))
-           for i, e in enumerate(events)]
+    events, ids = seed_dead_events(kapi, ep["id"], 5, now)
     # Another tenant's event (with a dead delivery to its own endpoint) matches nothing.
     theirs = await kapi.endpoint("globex")
     their_event = seed_event(kapi.db_url, "globex")
@@ -266,10 +274,7 @@ async def test_an_orphaned_replay_of_a_set_of_events_resumes_with_the_same_set(
         kapi: ApiHarness, stack: Stack) -> None:
     ep = await kapi.endpoint()
     now = datetime.now(UTC)
-    events = [seed_event(kapi.db_url, "acme") for _ in range(5)]
-    ids = [seed_delivery(kapi.db_url, ep["id"], "acme", "dead", event_id=e,
-                         created_at=now - timedelta(minutes=10 - i))
-           for i, e in enumerate(events)]
+    events, ids = seed_dead_events(kapi, ep["id"], 5, now)
     ops = kapi.api.operations
     started: list[uuid.UUID] = []
     ops.start = started.append  # type: ignore[method-assign,assignment]
