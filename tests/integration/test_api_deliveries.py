@@ -165,6 +165,20 @@ def seed_dead_events(kapi: ApiHarness, endpoint_id: str, n: int,
     return events, ids
 
 
+def expire_operation_leases(kapi: ApiHarness) -> None:
+    """The instance running the operations died: their leases run out."""
+    query(kapi.db_url, "UPDATE operations SET lease_expires_at = now() - interval '1 s'"
+                       " RETURNING id")
+
+
+async def adopt_as_another_instance(ops: Any) -> None:
+    """The same operations object plays another API instance: it starts work for real
+    again and its sweeper adopts the one orphaned operation."""
+    del ops.start
+    ops.owner = f"api-{uuid.uuid4()}"
+    assert await ops.adopt_orphans() == 1
+
+
 async def test_bulk_replay_of_a_set_of_events(kapi: ApiHarness, stack: Stack) -> None:
     ep = await kapi.endpoint()
     now = datetime.now(UTC)
@@ -254,13 +268,10 @@ async def test_an_orphaned_operation_is_resumed_at_its_cursor(kapi: ApiHarness,
     assert code == 202 and started == [uuid.UUID(op["id"])]
     # This instance gets one batch (of 2) done, then dies: its lease runs out.
     assert await ops.step(started[0]) is True
-    query(kapi.db_url, "UPDATE operations SET lease_expires_at = now() - interval '1 s'"
-                       " RETURNING id")
+    expire_operation_leases(kapi)
     assert (await kapi.ok("GET", headers["Location"]))["progress"]["processed"] == 2
     # Another instance's sweeper adopts it and finishes from the cursor.
-    del ops.start  # type: ignore[attr-defined]
-    ops.owner = f"api-{uuid.uuid4()}"
-    assert await ops.adopt_orphans() == 1
+    await adopt_as_another_instance(ops)
     done = await wait_operation(kapi, headers["Location"])
     assert done["status"] == "succeeded"
     assert done["progress"] == {"total": 5, "processed": 5, "enqueued": 5}
@@ -282,11 +293,8 @@ async def test_an_orphaned_replay_of_a_set_of_events_resumes_with_the_same_set(
         "event_ids": [str(events[i]) for i in (0, 2, 4)]})
     assert code == 202 and op["progress"]["total"] == 3
     assert await ops.step(started[0]) is True  # one batch of 2, then this instance dies
-    query(kapi.db_url, "UPDATE operations SET lease_expires_at = now() - interval '1 s'"
-                       " RETURNING id")
-    del ops.start  # type: ignore[attr-defined]
-    ops.owner = f"api-{uuid.uuid4()}"
-    assert await ops.adopt_orphans() == 1
+    expire_operation_leases(kapi)
+    await adopt_as_another_instance(ops)
     done = await wait_operation(kapi, headers["Location"])
     assert done["status"] == "succeeded"
     assert done["progress"] == {"total": 3, "processed": 3, "enqueued": 3}
