@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from hookstream.topics import TopicSpec
@@ -158,3 +161,208 @@ def produce(producer: Producer, topic: str, key: bytes, value: bytes, *,
             return
         except BufferError:
             producer.poll(0.05)
+
+
+# -- the one produce primitive -----------------------------------------------------------
+# Every record's own delivery report decides whether it is durable, never an empty local
+# queue: a record librdkafka gave up on after message.timeout.ms leaves the queue empty
+# too. A publish call returns exactly the records that failed; the caller retries those.
+
+
+class KafkaTransient(BrokerUnavailable):
+    """The broker refused a record or did not acknowledge it in time; a retry may succeed."""
+
+
+class KafkaPermanent(RuntimeError):
+    """The broker will never accept this record as it is (too large, not authorised...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    topic: str
+    key: bytes | None
+    value: bytes
+    headers: list[tuple[str, bytes]] | None = None
+    ref: Any = None  # the caller's own handle (a row id...), handed back with a failure
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    record: Record
+    error: str
+    retriable: bool
+
+
+_PERMANENT = frozenset({
+    KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.INVALID_MSG_SIZE,
+    KafkaError.RECORD_LIST_TOO_LARGE, KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError._INVALID_ARG, KafkaError.INVALID_RECORD,
+})
+
+
+def failure_of(record: Record, err: KafkaError) -> Failed:
+    return Failed(record, f"{err.name()}: {err.str()}", retriable=err.code() not in _PERMANENT)
+
+
+class _Batch:
+    """The reports of one publish call. Reports arrive on the poll thread while the caller
+    may still be producing (and refusing) records: the counter is guarded."""
+
+    __slots__ = ("_lock", "_signal", "failed", "pending", "reported")
+
+    def __init__(self, n: int, signal: Callable[[], None]):
+        self._lock = threading.Lock()
+        self._signal = signal
+        self.failed: list[Failed] = []
+        self.pending = n
+        self.reported = [False] * n
+
+    def reporter(self, i: int, record: Record) -> Callable[[KafkaError | None, Message], None]:
+        def on_delivery(err: KafkaError | None, _msg: Message) -> None:
+            self.settle(i, None if err is None else failure_of(record, err))
+        return on_delivery
+
+    def settle(self, i: int, failure: Failed | None) -> None:
+        with self._lock:
+            if self.reported[i]:
+                return
+            self.reported[i] = True
+            if failure is not None:
+                self.failed.append(failure)
+            self.pending -= 1
+            last = self.pending == 0
+        if last:
+            self._signal()
+
+    def outcome(self, records: Sequence[Record]) -> list[Failed]:
+        """The failures, plus every record still without a report (given up waiting)."""
+        with self._lock:
+            missing = [Failed(r, "no delivery report in time", True)
+                       for r, seen in zip(records, self.reported, strict=True) if not seen]
+            return [*self.failed, *missing]
+
+
+class Publisher:
+    """One idempotent producer, its delivery reports served by a thread of its own, and
+    per-call results: ``publish`` (blocking) and ``publish_async`` return the failed
+    records. A fatal producer error (the idempotence sequence broken) replaces the
+    producer; the records in flight on the old one are reported as failed."""
+
+    def __init__(self, bootstrap: str, client_id: str, **overrides: object):
+        self._config = producer_config(bootstrap, client_id, error_cb=self._on_error,
+                                       **overrides)
+        self._producer = Producer(self._config)
+        self._retired: list[Producer] = []
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        # librdkafka reports every record within message.timeout.ms; waiting a little
+        # longer means a record is never called failed here and delivered later.
+        self.report_wait_s = float(self._config["message.timeout.ms"]) / 1000.0 + 5.0  # type: ignore[arg-type]
+        self.replaced = 0
+        self._poller = threading.Thread(target=self._serve_reports, daemon=True,
+                                        name=f"{client_id}-reports")
+        self._poller.start()
+
+    # -- reports ---------------------------------------------------------------------
+    def _serve_reports(self) -> None:
+        while not self._closed.is_set():
+            try:
+                self._producer.poll(0.1)
+                for old in list(self._retired):
+                    old.poll(0)
+                    if len(old) == 0:
+                        self._retired.remove(old)
+            except Exception:  # a callback bug must not stop every later report
+                log.exception("delivery report handling failed")
+
+    def _replace(self, failed: Producer, err: KafkaError) -> None:
+        with self._lock:
+            if self._producer is not failed:
+                return
+            log.error("producer failed fatally; replacing it", extra={"error": str(err)})
+            self._producer = Producer(self._config)
+            self.replaced += 1
+        failed.purge()  # its queued records are reported failed, and retried by callers
+        self._retired.append(failed)
+
+    def _try_produce(self, batch: _Batch, i: int, record: Record) -> bool:
+        """False when librdkafka's local queue is full (wait, then call again)."""
+        producer = self._producer
+        try:
+            producer.produce(record.topic, key=record.key, value=record.value,
+                             headers=record.headers, on_delivery=batch.reporter(i, record))
+            return True
+        except BufferError:
+            return False
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.fatal():
+                self._replace(producer, err)
+            batch.settle(i, failure_of(record, err))
+            return True
+        except (TypeError, ValueError) as exc:  # a record the client cannot even queue
+            batch.settle(i, Failed(record, f"{type(exc).__name__}: {exc}", retriable=False))
+            return True
+
+    def _on_error(self, err: KafkaError) -> None:
+        # Runs on the report thread. Transient errors (broker down) are librdkafka's to
+        # retry and show up as failed reports; a fatal one needs a new producer.
+        if err.fatal():
+            self._replace(self._producer, err)
+
+    # -- publishing ------------------------------------------------------------------
+    def publish(self, records: Sequence[Record], wait_s: float | None = None) -> list[Failed]:
+        done = threading.Event()
+        batch = _Batch(len(records), done.set)
+        for i, record in enumerate(records):
+            while not self._try_produce(batch, i, record):
+                time.sleep(0.01)  # the report thread is making room
+        if records:
+            done.wait(self.report_wait_s if wait_s is None else wait_s)
+        return batch.outcome(records)
+
+    async def publish_async(self, records: Sequence[Record],
+                            wait_s: float | None = None) -> list[Failed]:
+        loop = asyncio.get_running_loop()
+        done = asyncio.Event()
+        batch = _Batch(len(records), lambda: loop.call_soon_threadsafe(done.set))
+        for i, record in enumerate(records):
+            while not self._try_produce(batch, i, record):
+                await asyncio.sleep(0.01)
+        if records:
+            try:
+                await asyncio.wait_for(done.wait(),
+                                       self.report_wait_s if wait_s is None else wait_s)
+            except TimeoutError:
+                pass  # the unreported records are returned as failed
+        return batch.outcome(records)
+
+    def close(self, timeout_s: float = 10.0) -> int:
+        """Wait up to ``timeout_s`` for what is queued; returns the records left."""
+        left = self._producer.flush(timeout_s)
+        self._closed.set()
+        self._poller.join(1.0)
+        return left
+
+
+async def publish_until_acked(
+    publisher: Publisher, records: Sequence[Record], *,
+    on_failure: Callable[[list[Failed]], None],
+    give_up: Callable[[], bool] = lambda: False,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> bool:
+    """Publish, then republish exactly the failed records with a capped backoff until all
+    are acknowledged (True) or ``give_up()`` says stop (False: the caller must not treat
+    any of them as durable — its offsets stay uncommitted and the work is redone)."""
+    delay, pending = 0.2, list(records)
+    while pending:
+        failed = await publisher.publish_async(pending)
+        if not failed:
+            return True
+        on_failure(failed)
+        if give_up():
+            return False
+        await sleep(delay)
+        delay = min(delay * 2, 5.0)
+        pending = [f.record for f in failed]
+    return True
