@@ -44,6 +44,19 @@ def _target(url: str, allow_private: bool) -> URL:
     return URL(url)
 
 
+# What a receiver sends is stored as text: PostgreSQL text cannot hold NUL, and a
+# receiver's bytes are any bytes. Invalid UTF-8 is replaced on decoding; NULs and the
+# other C0 controls except tab/newline are replaced here, so any answer is storable.
+_UNSTORABLE = {c: "\ufffd" for c in range(32) if c not in (9, 10, 13)}
+
+
+def storable(text: str, limit: int | None = None) -> str:
+    """Text that PostgreSQL accepts whatever bytes it came from (capped at ``limit``)."""
+    if limit is not None:
+        text = text[:limit]
+    return text.translate(_UNSTORABLE)
+
+
 def _error_class(exc: BaseException) -> ErrorClass:
     # Order matters: aiohttp's exception classes inherit from one another.
     if isinstance(exc, asyncio.TimeoutError | aiohttp.ServerTimeoutError):
@@ -102,10 +115,12 @@ async def send(
                 status = resp.status
                 resp_headers = resp.headers
                 raw = await resp.content.read(body_cap_bytes) if body_cap_bytes else b""
-                excerpt = raw.decode("utf-8", "replace")
+                excerpt = storable(raw.decode("utf-8", "replace"))
     except Exception as exc:  # every failure is an outcome to record, never a crash
         error_class = _error_class(exc)
-        error = f"{type(exc).__name__}: {exc}"[:500] if str(exc) else type(exc).__name__
+        # An exception's text may quote the receiver's bytes (a broken status line).
+        error = storable(f"{type(exc).__name__}: {exc}", 500) if str(exc) \
+            else type(exc).__name__
     finished_at = time.time()
     decision = classify(status, error_class, resp_headers, finished_at)
     if status is not None and error is None and not 200 <= status < 300:

@@ -34,9 +34,8 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import aiohttp
-import psycopg
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
-from hookstream.dispatcher.attempt import AttemptResult, send
+from hookstream.dispatcher.attempt import AttemptResult, send, storable
 from hookstream.dispatcher.decide import (
     DeliveryVerdict,
     circuit_after,
@@ -49,9 +48,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from hookstream.codec import CodecError, DeliveryTask, TaskKind
 from hookstream.fastcodec import decode_task
-from hookstream.kafka import BrokerUnavailable, consumer_config, new_producer, produce
+from hookstream.kafka import Failed, Publisher, Record, consumer_config, publish_until_acked
 from hookstream.loop_metrics import LoopCounter, LoopHistogram
 from hookstream.offsets import PartitionOffsets
+from hookstream.pg import DatabaseUnavailable, DataRejected
 from hookstream.policy.backoff import BackoffPolicy
 from hookstream.policy.circuit import Admission, CircuitPolicy, CircuitState, Verdict, admission
 from hookstream.policy.classify import Outcome
@@ -69,6 +69,10 @@ TP = tuple[str, int]
 IDLE_EVICT_S = 600.0
 CLEAN_CIRCUIT = CircuitState()
 WORST_N = 10
+# SIGTERM: in-flight attempts get their deadline (+5 s), then outcomes this long to be
+# made durable; with the consumer's close this keeps shutdown under the 30 s bound that
+# supervisors (and the test harness) give before SIGKILL.
+SHUTDOWN_WRITE_WAIT_S = 10.0
 
 
 @dataclass(slots=True)
@@ -152,6 +156,10 @@ class DispatcherMetrics:
         self.reaped = Counter(
             "hookstream_dispatcher_leases_reaped_total",
             "Deliveries handed back after their worker died mid-attempt", registry=registry)
+        self.late = Counter(
+            "hookstream_dispatcher_late_outcomes_total",
+            "Outcomes written after another attempt took the delivery over (attempt row kept)",
+            registry=registry)
         self.errors = Counter(
             "hookstream_dispatcher_errors_total", "Failures of the dispatcher's own machinery",
             ["kind"], registry=registry)
@@ -186,7 +194,11 @@ class Dispatcher:
         self._offsets_lock = threading.Lock()
         self._committed: dict[TP, int] = {}
         self._kafka = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka")
-        self._producer = new_producer(s.kafka_bootstrap, "hookstream-dispatcher")
+        self._publisher = Publisher(s.kafka_bootstrap, "hookstream-dispatcher")
+        # Set once shutdown has waited long enough: records not yet acknowledged then are
+        # abandoned (their offsets stay uncommitted, so the work is redone after restart).
+        self._abandon = threading.Event()
+        self._writer_busy_since: float | None = None
         self._attempts: set[asyncio.Task[None]] = set()
         self._background: set[asyncio.Task[None]] = set()
         self._dirty_circuits: dict[uuid.UUID, CircuitState] = {}
@@ -317,8 +329,11 @@ class Dispatcher:
         # No proxy from the environment: the SSRF guard must see the real target's addresses.
         # No cookie jar: a cookie set by one tenant's endpoint must never be sent to another
         # endpoint on the same host (and filtering a growing jar would cost every request).
+        # No decompression: the excerpt is the first bytes as sent, and a compressed bomb
+        # costs nothing. Header lines beyond aiohttp's 8 KB limits fail the attempt.
         async with aiohttp.ClientSession(
                 connector=connector, trust_env=False, cookie_jar=aiohttp.DummyCookieJar(),
+                auto_decompress=False,
                 timeout=aiohttp.ClientTimeout(total=None, connect=None, sock_read=None,
                                               sock_connect=None)) as session:
             await self._open_store(store)
@@ -342,9 +357,13 @@ class Dispatcher:
                     await asyncio.wait(self._attempts, timeout=s.request_timeout_s + 5)
                 try:
                     if self._unwritten:
-                        await asyncio.wait_for(self._all_written.wait(), timeout=30)
+                        await asyncio.wait_for(self._all_written.wait(),
+                                               timeout=SHUTDOWN_WRITE_WAIT_S)
                 except TimeoutError:
                     log.error("outcomes not written at shutdown; their tasks will be redelivered")
+                # Whatever is still waiting for the broker or the database now is given up:
+                # its offsets stay uncommitted, so the next owner redoes it.
+                self._abandon.set()
                 for h in helpers:
                     h.cancel()
                 await asyncio.gather(*helpers, return_exceptions=True)
@@ -353,9 +372,9 @@ class Dispatcher:
                 except KafkaException as exc:
                     log.warning("final commit failed", extra={"error": str(exc)})
                 await self._k(consumer.close)
-                delay.join(15)
+                delay.join(5)
                 await store.close()
-                self._producer.flush(10)
+                self._publisher.close(5)
                 self._kafka.shutdown(wait=True)
 
     def _helper_died(self, task: asyncio.Task[None]) -> None:
@@ -396,6 +415,7 @@ class Dispatcher:
                 await asyncio.sleep(1)
                 continue
             items: list[Item] = []
+            poison: list[tuple[Record, PartitionOffsets, int]] = []
             trackers = self._track_all(messages)
             for msg, tracker in zip(messages, trackers, strict=True):
                 if tracker is None:
@@ -407,10 +427,14 @@ class Dispatcher:
                     task = decode_task(msg.value() or b"")
                 except CodecError as exc:
                     self.metrics.poison.inc()
-                    self._to_dead_letter(msg, str(exc))
-                    tracker.complete(msg.offset())
+                    poison.append((self._dead_letter_of(msg, str(exc)), tracker, msg.offset()))
                     continue
                 items.append(Item(task, (msg.topic(), msg.partition()), msg.offset(), tracker))
+            if poison and await self._publish([r for r, _, _ in poison]):
+                # Its offset completes only once the dead-letter copy is acknowledged.
+                with self._offsets_lock:
+                    for _, tracker, offset in poison:
+                        tracker.complete(offset)
             if items:
                 await self._ingest(store, items)
 
@@ -473,15 +497,15 @@ class Dispatcher:
 
     async def _defer(self, deferred: list[tuple[Item, float, str]]) -> None:
         now = time.time()
+        records = []
         for item, due, reason in deferred:
             task = dataclasses.replace(item.task, due_at=datetime.fromtimestamp(due, UTC))
-            hop = self.tiers.route(due - now)
-            topic = self.topics.deliveries if hop is None else self.tiers.topic(hop)
-            self._produce(topic, task.key, task.encode())
+            records.append(Record(self._topic_for(due - now), task.key, task.encode()))
             self.metrics.deferred.labels(reason).inc()
-        await self._flush()
-        for item, _, _ in deferred:
-            self._complete(item)
+        # Only an acknowledged deferral lets the original's offset go; otherwise the
+        # original is redelivered after a restart.
+        if await self._publish(records):
+            self._complete_all([item for item, _, _ in deferred])
 
     # -- pump: take what the scheduler allows, claim, send ----------------------------------
     async def _pump(self, store: Store, session: aiohttp.ClientSession) -> None:
@@ -646,7 +670,7 @@ class Dispatcher:
             if not self._finished:
                 self._finished_ready.clear()
             now = time.time()
-            produced = False
+            records = []
             for f in batch:
                 task = f.item.task
                 if f.verdict.retry_due_s is not None:
@@ -655,21 +679,26 @@ class Dispatcher:
                         endpoint_id=task.endpoint_id, tenant=task.tenant, kind=TaskKind.RETRY,
                         due_at=datetime.fromtimestamp(f.verdict.retry_due_s, UTC),
                         committed_at=task.committed_at, lease_version=f.record.claim.lease_version)
-                    hop = self.tiers.route(f.verdict.retry_due_s - now)
-                    topic = self.topics.deliveries if hop is None else self.tiers.topic(hop)
-                    self._produce(topic, retry.key, retry.encode())
+                    topic = self._topic_for(f.verdict.retry_due_s - now)
+                    records.append(Record(topic, retry.key, retry.encode()))
                     self.metrics.retries.labels(topic.rsplit(".", 1)[-1]).inc()
-                    produced = True
                 elif f.verdict.dead_letter:
-                    self._produce(self.topics.dead, task.key, task.encode(), headers=[
-                        ("hookstream-reason", (f.record.error or "dead").encode()[:500])])
+                    records.append(Record(self.topics.dead, task.key, task.encode(), headers=[
+                        ("hookstream-reason", (f.record.error or "dead").encode()[:500])]))
                     self.metrics.dead.inc()
-                    produced = True
-            if produced:
-                await self._flush()
+            # The retry and dead-letter records are durable before the rows say so; if they
+            # cannot be (shutdown with Kafka gone), nothing is written and the tasks are
+            # redelivered: the attempt rows stay open and the reaper closes them.
+            if records and not await self._publish(records):
+                self._unwritten -= len(batch)
+                if not self._unwritten:
+                    self._all_written.set()
+                continue
             circuits, self._dirty_circuits = self._dirty_circuits, {}
             disable, self._disable = self._disable, {}
-            await self._db(store.record, [f.record for f in batch], circuits, disable)
+            self._writer_busy_since = time.monotonic()
+            await self._record(store, [f.record for f in batch], circuits, disable)
+            self._writer_busy_since = None
             self._complete_all([f.item for f in batch])
             self._unwritten -= len(batch)
             if not self._unwritten:
@@ -685,24 +714,30 @@ class Dispatcher:
                 self._fail("kafka", exc)
 
     async def _reap_loop(self, store: Store) -> None:
-        async def produce(rows: list[dict[str, Any]]) -> None:
+        async def produce(rows: list[dict[str, Any]]) -> bool:
             now = datetime.now(UTC)
+            records = []
             for r in rows:
                 task = DeliveryTask(
                     delivery_id=r["delivery_id"], event_id=r["event_id"],
                     endpoint_id=r["endpoint_id"], tenant=r["tenant"], kind=TaskKind.RETRY,
                     due_at=now, committed_at=now, lease_version=r["lease_version"])
-                self._produce(self.topics.deliveries, task.key, task.encode())
-            await self._flush()
+                records.append(Record(self.topics.deliveries, task.key, task.encode()))
+            return await self._publish(records)
 
         while True:
             await asyncio.sleep(min(5.0, self.settings.lease_s / 2))
+            since = self._writer_busy_since
+            if since is not None and time.monotonic() - since > 1.0:
+                # This process's outcomes are stuck on the database (it is away): they go
+                # first, so a lease that expired meanwhile is not taken back from them.
+                continue
             try:
                 n = await store.expired_leases(500, produce)
                 if n:
                     self.metrics.reaped.inc(n)
                     log.warning("expired leases handed back", extra={"count": n})
-            except (psycopg.Error, OSError, BrokerUnavailable) as exc:
+            except DatabaseUnavailable as exc:
                 self._fail("reaper", exc)
 
     async def _refresh_loop(self, store: Store) -> None:
@@ -720,7 +755,7 @@ class Dispatcher:
                 for i in range(0, len(ids), 1000):
                     for row in await store.load_endpoints(ids[i:i + 1000]):
                         self._remember(row)
-            except (psycopg.Error, OSError) as exc:
+            except DatabaseUnavailable as exc:
                 self._fail("database", exc)
             self._export_worst()
 
@@ -761,37 +796,70 @@ class Dispatcher:
                 if not self.healthy:
                     self.healthy, self.last_error = True, None
                 return result
-            except (psycopg.Error, OSError) as exc:
+            except DatabaseUnavailable as exc:
                 self._fail("database", exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 10.0)
 
-    def _produce(self, topic: str, key: bytes, value: bytes, headers: Any = None) -> None:
-        produce(self._producer, topic, key, value, headers=headers, on_delivery=self._on_delivery)
-
-    def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
-        if err is not None:
-            self._delivery_failed = True
-
-    async def _flush(self) -> None:
-        """Wait until every record produced so far is acknowledged; retry on failure (a
-        failed batch is produced again by its caller's retry, never assumed durable)."""
-        delay = 0.5
-        while True:
-            self._delivery_failed = False
-            remaining = await asyncio.to_thread(self._producer.flush, 30)
-            if not remaining and not self._delivery_failed:
+    async def _record(self, store: Store, records: list[AttemptRecord],
+                      circuits: dict[uuid.UUID, CircuitState], disable: dict[uuid.UUID, str],
+                      ) -> None:
+        """Write outcomes; a row PostgreSQL refuses is isolated (halving the batch) and
+        written without what the receiver sent, so one bad row never blocks the others."""
+        try:
+            applied = await self._db(store.record, records, circuits, disable)
+            if applied < len(records):
+                # Written after the lease was taken over (a database outage longer than
+                # the lease): the attempt row is complete, the delivery row belongs to
+                # its newer attempt. Counted, never silent.
+                self.metrics.late.inc(len(records) - applied)
+                log.warning("outcomes arrived after their lease was taken over",
+                            extra={"count": len(records) - applied})
+            return
+        except DataRejected as exc:
+            if len(records) > 1:
+                half = len(records) // 2
+                await self._record(store, records[:half], circuits, disable)
+                await self._record(store, records[half:], {}, {})
                 return
-            self._fail("kafka", BrokerUnavailable(f"{remaining} records unacknowledged"))
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 10.0)
+            self.metrics.errors.labels("unstorable_outcome").inc()
+            log.error("outcome refused by the database; recorded without the response",
+                      extra={"delivery": str(records[0].claim.delivery_id) if records else None,
+                             "error": str(exc)})
+        for r in records:
+            r.excerpt = None
+            r.error = storable(f"response not storable: {r.error or ''}", 500)
+        try:
+            await self._db(store.record, records, circuits, disable)
+        except DataRejected as exc:  # not the receiver's bytes: a bug, loud but contained
+            log.error("outcome cannot be recorded; its lease will expire and the reaper"
+                      " closes the attempt", extra={"error": str(exc)})
 
-    def _to_dead_letter(self, msg: Message, reason: str) -> None:
+    def _topic_for(self, delay_s: float) -> str:
+        hop = self.tiers.route(delay_s)
+        return self.topics.deliveries if hop is None else self.tiers.topic(hop)
+
+    async def _publish(self, records: list[Record]) -> bool:
+        """True once every record is acknowledged by the broker (failed ones are sent
+        again, exactly those); False only when shutdown gave up waiting."""
+        return await publish_until_acked(
+            self._publisher, records, on_failure=self._publish_failed,
+            give_up=self._abandon.is_set)
+
+    def _publish_failed(self, failed: list[Failed]) -> None:
+        self.metrics.errors.labels("kafka_produce").inc(len(failed))
+        self._fail("kafka", KafkaException(f"{len(failed)} records not acknowledged, "
+                                           f"retrying them: {failed[0].error}"))
+        for f in failed:
+            if not f.retriable:  # a record the broker can never take: a bug, say so
+                log.error("record refused permanently", extra={
+                    "topic": f.record.topic, "error": f.error})
+
+    def _dead_letter_of(self, msg: Message, reason: str) -> Record:
         log.error("undecodable task sent to the dead-letter topic",
                   extra={"reason": reason, "partition": msg.partition(), "offset": msg.offset()})
-        self._produce(self.topics.dead, msg.key() or b"", msg.value() or b"",
-                      headers=[("hookstream-reason", reason.encode())])
-        self._producer.poll(0)
+        return Record(self.topics.dead, msg.key() or b"", msg.value() or b"",
+                      headers=[("hookstream-reason", reason.encode()[:500])])
 
     def _fail(self, kind: str, exc: BaseException) -> None:
         self.metrics.errors.labels(kind).inc()

@@ -12,6 +12,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from hookstream import queries
 from hookstream.codec import DeliveryTask, TaskKind
+from hookstream.pg import translated
 from hookstream.policy.circuit import CircuitState
 
 Q = queries.load("dispatcher")
@@ -70,12 +71,14 @@ class Store:
             dsn, min_size=1, max_size=max_size, open=False,
             kwargs={"autocommit": True, "row_factory": dict_row})
 
+    @translated
     async def open(self) -> None:
         await self.pool.open(wait=True, timeout=30)
 
     async def close(self) -> None:
         await self.pool.close()
 
+    @translated
     async def claim(self, tasks: list[DeliveryTask]) -> list[Claim]:
         if not tasks:
             return []
@@ -96,6 +99,7 @@ class Store:
                 for (delivery_id, lease_version, attempt_no, endpoint_id, event_id, manual,
                      expires_at_s, payload, url, tenant, secrets) in rows]
 
+    @translated
     async def load_endpoints(self, ids: list[uuid.UUID]) -> list[EndpointRow]:
         conn: AsyncConnection[Any]
         async with self.pool.connection() as conn:
@@ -108,24 +112,25 @@ class Store:
             circuit=CircuitState(r["consecutive_failures"], r["first_failure_at"],
                                  r["paused_until"])) for r in rows]
 
+    @translated
     async def record(
         self,
         outcomes: list[AttemptRecord],
         circuits: dict[uuid.UUID, CircuitState],
         disable: dict[uuid.UUID, str],
-    ) -> None:
-        """One transaction: attempt rows, delivery rows, circuit states, disablements."""
+    ) -> int:
+        """One transaction: attempt rows, delivery rows, circuit states, disablements.
+        Returns how many outcomes moved their delivery row (the rest arrived late)."""
         if not outcomes and not circuits and not disable:
-            return
+            return 0
         conn: AsyncConnection[Any]
         async with self.pool.connection() as conn:
             # Usually the outcomes statement alone, atomic by itself on an autocommit
             # connection: BEGIN and COMMIT would be two more round trips per batch.
             if circuits or disable:
                 async with conn.transaction():
-                    await self._record(conn, outcomes, circuits, disable)
-            else:
-                await self._record(conn, outcomes, circuits, disable)
+                    return await self._record(conn, outcomes, circuits, disable)
+            return await self._record(conn, outcomes, circuits, disable)
 
     async def _record(
         self,
@@ -133,9 +138,10 @@ class Store:
         outcomes: list[AttemptRecord],
         circuits: dict[uuid.UUID, CircuitState],
         disable: dict[uuid.UUID, str],
-    ) -> None:
+    ) -> int:
+        applied = 0
         if outcomes:
-            await conn.execute(Q["record_outcomes"], {
+            cur = await conn.execute(Q["record_outcomes"], {
                 "delivery_id": [o.claim.delivery_id for o in outcomes],
                 "lease_version": [o.claim.lease_version for o in outcomes],
                 "attempt_no": [o.claim.attempt_no for o in outcomes],
@@ -150,6 +156,7 @@ class Store:
                 "error": [o.error for o in outcomes],
                 "next_at": [o.next_at_s for o in outcomes],
             })
+            applied = cur.rowcount
         if circuits:
             ids = list(circuits)
             await conn.execute(Q["update_circuits"], {
@@ -162,16 +169,20 @@ class Store:
             ids = list(disable)
             await conn.execute(Q["disable_endpoints"], {
                 "ids": ids, "reasons": [disable[i] for i in ids]})
+        return applied
 
+    @translated
     async def expired_leases(self, limit: int, produce: Any) -> int:
         """Hand deliveries whose worker died back to the queue: ``produce`` is awaited with
-        the rows (it must make their tasks durable) before the rows are released."""
+        the rows (True once their tasks are durable) before the rows are released. No
+        transaction is open while it waits for the broker."""
         conn: AsyncConnection[Any]
-        async with self.pool.connection() as conn, conn.transaction():
-            cur = await conn.execute(Q["expired_leases"], {"limit": limit})
-            rows = await cur.fetchall()
-            if not rows:
-                return 0
-            await produce(rows)
-            await conn.execute(Q["release_expired"], {"ids": [r["delivery_id"] for r in rows]})
+        async with self.pool.connection() as conn:
+            rows = await (await conn.execute(Q["expired_leases"], {"limit": limit})).fetchall()
+        if not rows or not await produce(rows):
+            return 0
+        async with self.pool.connection() as conn:
+            await conn.execute(Q["release_expired"], {
+                "ids": [r["delivery_id"] for r in rows],
+                "versions": [r["lease_version"] for r in rows]})
         return len(rows)

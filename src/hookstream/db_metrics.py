@@ -22,15 +22,12 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from psycopg.rows import dict_row
 
 from hookstream import queries
+from hookstream.pg import DatabaseUnavailable
 from hookstream.sampling import BackgroundSampler, SampledCollector
 
 # Due work older than these (s) counts an endpoint as behind; 10 s is the first-attempt SLO.
 OVERDUE_THRESHOLDS_S: tuple[float, ...] = (10.0, 60.0, 600.0)
 DEFAULT_TOP_N = 10
-
-
-class DatabaseUnavailable(RuntimeError):
-    """PostgreSQL could not be queried (transient)."""
 
 
 @dataclass(frozen=True)

@@ -40,8 +40,11 @@ JOIN endpoints ep ON ep.id = c.endpoint_id
 -- name: record_outcomes
 -- Times come as epoch seconds (float8): binary floats are cheaper to send than
 -- timestamptz values built as Python datetimes, one per attempt.
--- The attempt row is always completed (the request happened); the delivery row only
--- moves if this worker still holds the lease.
+-- The attempt row is always completed (the request happened). The delivery row moves if
+-- this worker still holds the lease, or if the reaper handed it back (pending, same lease
+-- version: nobody claimed it since), or if this attempt delivered it while another
+-- attempt was started (a success is never lost to a takeover). Anything else is a late
+-- outcome: the caller counts the ids not returned.
 WITH o AS (
     SELECT * FROM unnest(
         %(delivery_id)b::uuid[], %(lease_version)b::int[], %(attempt_no)b::int[],
@@ -69,8 +72,9 @@ SET status = o.status,
     delivered_at = CASE WHEN o.status = 'delivered' THEN to_timestamp(o.finished_at)
                         ELSE d.delivered_at END
 FROM o
-WHERE d.delivery_id = o.delivery_id AND d.lease_version = o.lease_version
-  AND d.status = 'in_flight'
+WHERE d.delivery_id = o.delivery_id
+  AND d.status IN ('in_flight', 'pending')
+  AND (d.lease_version = o.lease_version OR o.status = 'delivered')
 RETURNING d.delivery_id
 
 -- name: disable_endpoints
@@ -110,21 +114,26 @@ FROM endpoints
 WHERE id = ANY(%(ids)s)
 
 -- name: expired_leases
--- Deliveries whose worker died mid-attempt. The caller produces a task for each and
--- only then commits, so a crash in between leaves the lease expired and found again.
+-- Deliveries whose worker died mid-attempt. No lock is taken: the caller produces a
+-- task for each (waiting for the broker, so never inside a transaction) and only then
+-- releases the rows whose lease is still the one it saw; a crash in between leaves the
+-- lease expired and found again, and a concurrent reaper's duplicate task is harmless.
 SELECT delivery_id, event_id, endpoint_id, tenant, lease_version, attempts
 FROM deliveries
 WHERE status = 'in_flight' AND lease_expires_at < now()
 ORDER BY lease_expires_at
 LIMIT %(limit)s
-FOR UPDATE SKIP LOCKED
 
 -- name: release_expired
+-- Only a lease that is still the expired one seen by expired_leases: a delivery claimed
+-- again meanwhile (new lease version) is left to its new worker.
 WITH r AS (
     UPDATE deliveries d
     SET status = 'pending', lease_expires_at = NULL, updated_at = now(),
-        last_error = 'worker lost during attempt'
-    WHERE d.delivery_id = ANY(%(ids)s) AND d.status = 'in_flight'
+        next_attempt_at = now(), last_error = 'worker lost during attempt'
+    FROM unnest(%(ids)s::uuid[], %(versions)s::int[]) AS x(id, version)
+    WHERE d.delivery_id = x.id AND d.lease_version = x.version
+      AND d.status = 'in_flight' AND d.lease_expires_at < now()
     RETURNING d.delivery_id, d.attempts
 )
 UPDATE attempts a

@@ -1,0 +1,76 @@
+"""The dispatcher across outages longer than its clients' timeouts, on the real stack.
+
+These stop the stack's Kafka or PostgreSQL (see test_relay_restarts for what that means
+for anything else using the stack) and take about a minute each: marker ``faults``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import psycopg
+import pytest
+
+from hookstream import localstack
+from hookstream.outbox import write_event
+from hookstream.receiver import Behaviour, Receiver
+from tests.e2e.conftest import StartPipeline, add_endpoint
+from tests.helpers import query, scalar, wait_until
+
+pytestmark = pytest.mark.faults
+
+
+def _statuses(db_url: str) -> dict[str, int]:
+    return dict(query(db_url, "SELECT status, count(*) FROM deliveries GROUP BY 1"))
+
+
+def test_retries_produced_while_kafka_is_down_past_the_message_timeout_are_not_lost(
+        db_url: str, receiver: Receiver, start_pipeline: StartPipeline) -> None:
+    # Every first attempt fails after 3 s; the broker is stopped while they are in flight,
+    # so every retry record is produced into an outage longer than message.timeout.ms
+    # (30 s). A record the broker never acknowledged must never count as durable.
+    start_pipeline(retry_base_s="1", retry_floor_s="1", retry_jitter="0",
+                   circuit_failure_threshold="1000")
+    add_endpoint(db_url, receiver, "flaky", "acme",
+                 max_in_flight=10, behaviour=Behaviour(delay_s=3.0, fail_first=1, fail_status=500))
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        for i in range(10):
+            write_event(conn, tenant="acme", type="a.b", payload={"i": i})
+    wait_until(lambda: sum(receiver.in_flight.values()) >= 5, 30, message="attempts in flight")
+    localstack.kafka_stop()
+    try:
+        # Every first attempt is answered (500); their retries wait for the broker.
+        wait_until(lambda: len(receiver.arrivals) == 10 and not sum(receiver.in_flight.values()),
+                   30, interval_s=0.2, message="first attempts answered")
+        time.sleep(40)  # the outage itself: longer than the producer's message timeout
+    finally:
+        localstack.kafka_start()
+    wait_until(lambda: _statuses(db_url) == {"delivered": 10}, 90, interval_s=0.5,
+               message="every retry delivered after the outage")
+    assert len(receiver.delivered_ids("flaky")) == 10
+
+
+def test_a_database_outage_longer_than_the_lease_resends_nothing_delivered(
+        db_url: str, receiver: Receiver, start_pipeline: StartPipeline) -> None:
+    # Attempts are in flight when PostgreSQL stops; they succeed at the receiver while the
+    # database is away for longer than their lease. When it returns, their outcomes are
+    # written (not discarded as late, not re-sent by the reaper).
+    start_pipeline(lease_s="15", request_timeout_s="5")
+    add_endpoint(db_url, receiver, "slow", "acme", max_in_flight=10,
+                 behaviour=Behaviour(delay_s=2.0))
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        for i in range(8):
+            write_event(conn, tenant="acme", type="a.b", payload={"i": i})
+    wait_until(lambda: sum(receiver.in_flight.values()) >= 4, 30, message="attempts in flight")
+    localstack.pg_stop()
+    try:
+        time.sleep(20)  # beyond the 15 s lease
+    finally:
+        localstack.pg_start()
+    wait_until(lambda: _statuses(db_url) == {"delivered": 8}, 90, interval_s=0.5,
+               message="every delivery delivered")
+    # Each POST the receiver got is an attempt row, and no delivery was sent twice.
+    posts = [a.webhook_id for a in receiver.arrivals if a.name == "slow"]
+    assert len(posts) == len(set(posts)) == 8
+    assert scalar(db_url, "SELECT count(*) FROM attempts") == 8
+    assert scalar(db_url, "SELECT count(*) FROM attempts WHERE outcome = 'in_flight'") == 0
