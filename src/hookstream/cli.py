@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hookstream.settings import CommonSettings, SettingsError, from_env
+from hookstream.settings import CommonSettings, SettingsError, check_environment, from_env
 
 
 def _common() -> CommonSettings:
@@ -80,6 +80,14 @@ def main(argv: list[str] | None = None) -> int:
 
     register_reconcile(sub)  # reconcile (hookstream.reconcile)
     args = parser.parse_args(argv)
+    try:
+        # Every command, the local stack's included, reads the environment file the
+        # services share: a misspelt name is refused here, before a command quietly
+        # runs on the default instead.
+        check_environment()
+    except SettingsError as exc:
+        print(f"hookstream: configuration error: {exc}", file=sys.stderr)
+        return 2
     if args.command in ("relay", "fanout", "dispatcher"):
         module = __import__(f"hookstream.{args.command}.main", fromlist=["main"])
         return int(module.main())

@@ -3,12 +3,16 @@
 Every variable is declared with its type, default and meaning in one place so a
 bad value fails at start-up naming the variable, and so the compose-file test
 can check that every ``HOOKSTREAM_*`` name the deployment sets is one the code
-actually reads (``ALL_SETTINGS``).
+actually reads (``ALL_SETTINGS``). ``from_env`` also refuses a ``HOOKSTREAM_*``
+variable that no part of hookstream reads: a misspelt name would otherwise be
+ignored and its default used without a word.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -17,6 +21,30 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 PREFIX = "HOOKSTREAM_"
+MAX_PORT = 65_535
+
+# The claim lease must outlive the whole attempt it covers: the HTTP call (at most
+# HOOKSTREAM_REQUEST_TIMEOUT_S) plus the write of its outcome, which waits for the batch
+# ahead of it, flushes any retry or dead-letter record to Kafka and then runs one
+# statement. A lease that expires first lets the reaper hand the delivery back while
+# its request is still in flight, and the receiver gets the same webhook twice although
+# nothing failed. 10 s leaves room for a slow broker acknowledgement and a busy database.
+LEASE_MARGIN_S = 10.0
+
+# HOOKSTREAM_* variables read outside the settings classes. The services, the CLI and
+# the local stack share one environment file, so the unknown-variable check accepts
+# these too; tests/unit/test_settings.py greps the tree so that a newly read variable
+# missing here fails the tests instead of being refused at start-up.
+OTHER_ENV_NAMES: frozenset[str] = frozenset({
+    "HOOKSTREAM_REPO_ROOT",  # hookstream.localstack.paths: the repository root
+    "HOOKSTREAM_STACK_DIR",  # localstack.paths, demo, benchmarks: the local stack's folder
+    "HOOKSTREAM_STACK_KAFKA_PORT",  # localstack.kafka: the broker's port
+    "HOOKSTREAM_STACK_KAFKA_CONTROLLER_PORT",  # localstack.kafka: the controller's port
+    "HOOKSTREAM_STACK_PG_PORT",  # localstack.postgres: the server's port
+    "HOOKSTREAM_PG_BINDIR",  # localstack.postgres: where initdb and pg_ctl are
+    "HOOKSTREAM_EXTERNAL_DATABASE_URL",  # localstack.postgres: use this server, start none
+    "HOOKSTREAM_BENCH_PROFILE",  # benchmarks/dispatcher.py: attach py-spy
+})
 
 
 class SettingsError(ValueError):
@@ -30,6 +58,28 @@ def _parse_bool(raw: str) -> bool:
     if value in {"0", "false", "no", "off", ""}:
         return False
     raise ValueError(f"expected a boolean (true/false), got {raw!r}")
+
+
+def _finite(raw: str) -> float:
+    """float() also accepts nan, inf and literals that overflow to inf (1e999). A nan
+    duration fails every comparison (a nan deadline fails every attempt), an infinite
+    one is no limit at all (an infinite deadline is none): neither is a setting."""
+    value = float(raw)
+    if not math.isfinite(value):
+        raise ValueError(f"must be a finite number, got {raw!r}")
+    return value
+
+
+def _port(minimum: int) -> Callable[[str], int]:
+    """A TCP port; refused here rather than as a traceback from bind() later."""
+
+    def parse(raw: str) -> int:
+        value = int(raw)
+        if not minimum <= value <= MAX_PORT:
+            raise ValueError(f"must be a port in {minimum}..{MAX_PORT}, got {raw!r}")
+        return value
+
+    return parse
 
 
 def _positive(cast: Callable[[str], T]) -> Callable[[str], T]:
@@ -71,8 +121,12 @@ S = TypeVar("S")
 
 
 def from_env(cls: type[S], environ: Mapping[str, str] | None = None) -> S:
-    """Build a settings dataclass from the environment, naming the variable on failure."""
+    """Build a settings dataclass from the environment, naming the variable on failure.
+
+    The whole environment is checked, not only ``cls``'s variables: every entry point
+    builds its settings here, so each refuses a misspelt name at start-up."""
     env = os.environ if environ is None else environ
+    check_environment(env)
     values: dict[str, Any] = {}
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
         var = f.metadata.get("env")
@@ -89,14 +143,34 @@ def from_env(cls: type[S], environ: Mapping[str, str] | None = None) -> S:
         raise SettingsError(str(exc)) from None
 
 
+def check_environment(environ: Mapping[str, str] | None = None) -> None:
+    """Refuse ``HOOKSTREAM_*`` variables nothing reads, suggesting the nearest name."""
+    env = os.environ if environ is None else environ
+    known = known_env_names()
+    unknown = sorted(name for name in env if name.startswith(PREFIX) and name not in known)
+    if unknown:
+        # One line for all of them: the operator fixes the file once, not once per restart.
+        raise SettingsError(" | ".join(_unknown_message(n, env[n], known) for n in unknown))
+
+
+def _unknown_message(name: str, raw: str, known: set[str]) -> str:
+    message = f"{name}={raw!r} is not a hookstream setting"
+    # Compared without the prefix every name shares, which would make any two look alike.
+    nearest = difflib.get_close_matches(
+        name.removeprefix(PREFIX), sorted(k.removeprefix(PREFIX) for k in known), n=1)
+    return f"{message}; did you mean {PREFIX}{nearest[0]}?" if nearest else message
+
+
 def env_names(cls: type) -> set[str]:
     return {f.metadata["env"] for f in dataclasses.fields(cls) if "env" in f.metadata}
 
 
 pos_int = _positive(int)
-pos_float = _positive(float)
+pos_float = _positive(_finite)
 nonneg_int = _non_negative(int)
-nonneg_float = _non_negative(float)
+nonneg_float = _non_negative(_finite)
+tcp_port = _port(1)
+tcp_port_or_any = _port(0)  # 0: the OS picks a free port
 
 
 @dataclass(frozen=True)
@@ -139,7 +213,7 @@ class CommonSettings:
 
 @dataclass(frozen=True)
 class RelaySettings(CommonSettings):
-    http_port: int = env_field("RELAY_HTTP_PORT", 9101, pos_int)
+    http_port: int = env_field("RELAY_HTTP_PORT", 9101, tcp_port)
     batch_size: int = env_field("RELAY_BATCH_SIZE", 500, pos_int, "outbox rows per publish round")
     poll_interval_s: float = env_field(
         "RELAY_POLL_INTERVAL_S", 1.0, pos_float, "fallback poll when no NOTIFY arrives"
@@ -173,7 +247,7 @@ class RelaySettings(CommonSettings):
 
 @dataclass(frozen=True)
 class FanoutSettings(CommonSettings):
-    http_port: int = env_field("FANOUT_HTTP_PORT", 9102, pos_int)
+    http_port: int = env_field("FANOUT_HTTP_PORT", 9102, tcp_port)
     group_id: str = env_field("FANOUT_GROUP_ID", "hookstream-fanout")
     batch_size: int = env_field("FANOUT_BATCH_SIZE", 500, pos_int, "events consumed per round")
     retry_window_s: float = env_field("RETRY_WINDOW_S", 86_400.0, pos_float)
@@ -189,7 +263,7 @@ class FanoutSettings(CommonSettings):
 
 @dataclass(frozen=True)
 class DispatcherSettings(CommonSettings):
-    http_port: int = env_field("DISPATCHER_HTTP_PORT", 9103, pos_int)
+    http_port: int = env_field("DISPATCHER_HTTP_PORT", 9103, tcp_port)
     group_id: str = env_field("DISPATCHER_GROUP_ID", "hookstream-dispatcher")
     request_timeout_s: float = env_field(
         "REQUEST_TIMEOUT_S", 5.0, pos_float, "whole-call deadline: DNS, connect, TLS, headers"
@@ -237,6 +311,15 @@ class DispatcherSettings(CommonSettings):
         "DISPATCHER_EVENT_LOOP", "uvloop", _one_of("uvloop", "asyncio"),
         "uvloop (libuv: fewer CPU cycles per HTTP attempt) or asyncio's own loop")
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.lease_s < self.request_timeout_s + LEASE_MARGIN_S:  # see LEASE_MARGIN_S
+            raise ValueError(
+                f"HOOKSTREAM_LEASE_S={self.lease_s:g} must be at least "
+                f"HOOKSTREAM_REQUEST_TIMEOUT_S={self.request_timeout_s:g} + {LEASE_MARGIN_S:g} s: "
+                "a shorter lease expires while its request is in flight and the webhook is "
+                "sent twice")
+
 
 @dataclass(frozen=True)
 class ApiSettings(CommonSettings):
@@ -245,7 +328,8 @@ class ApiSettings(CommonSettings):
     api_enabled: bool = env_field(
         "API_ENABLED", True, _parse_bool, "serve the control-plane API from the fanout process")
     api_host: str = env_field("API_HOST", "127.0.0.1", doc="address the API listens on")
-    api_port: int = env_field("API_PORT", 8080, nonneg_int, "port of the API (0: any free port)")
+    api_port: int = env_field(
+        "API_PORT", 8080, tcp_port_or_any, "port of the API (0: any free port)")
     allow_private_targets: bool = env_field(
         "ALLOW_PRIVATE_TARGETS", False, _parse_bool,
         "development only: accept http:// and loopback/private endpoint URLs")
@@ -271,3 +355,9 @@ def all_env_names() -> set[str]:
     for cls in ALL_SETTINGS:
         names |= env_names(cls)
     return names
+
+
+def known_env_names() -> set[str]:
+    """Every HOOKSTREAM_* name some part reads: the union over all services (one shared
+    environment file) and the variables read outside the settings classes."""
+    return all_env_names() | OTHER_ENV_NAMES

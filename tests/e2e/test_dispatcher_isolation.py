@@ -146,7 +146,8 @@ def test_a_tenant_whose_endpoints_all_hang_cannot_take_the_fleet(
 
 def test_dispatcher_killed_mid_flight_loses_nothing(
         db_url: str, receiver: Receiver, start_pipeline: StartPipeline) -> None:
-    p = start_pipeline(lease_s="4")
+    # The shortest lease the settings allow (deadline + LEASE_MARGIN_S): expired quickly.
+    p = start_pipeline(request_timeout_s="3", lease_s="13")
     add_endpoint(db_url, receiver, "slow", "acme", behaviour=Behaviour(delay_s=1.5),
                  max_in_flight=8)
     with psycopg.connect(db_url, autocommit=True) as conn, conn.transaction():
@@ -176,7 +177,7 @@ def test_a_second_dispatcher_takes_over_when_the_first_is_killed(
     # Two members of the group share the partitions; SIGKILL one while work is in flight:
     # the group rebalances, the survivor takes its partitions and expired leases are
     # reaped, so every delivery still ends delivered.
-    p = start_pipeline(dispatchers=2, lease_s="4")
+    p = start_pipeline(dispatchers=2, request_timeout_s="3", lease_s="13")
     for i in range(6):
         add_endpoint(db_url, receiver, f"e{i}", "acme", behaviour=Behaviour(delay_s=0.5))
     with psycopg.connect(db_url, autocommit=True) as conn:
