@@ -73,6 +73,8 @@ WORST_N = 10
 # made durable; with the consumer's close this keeps shutdown under the 30 s bound that
 # supervisors (and the test harness) give before SIGKILL.
 SHUTDOWN_WRITE_WAIT_S = 10.0
+# Deferrals in one refresh period with nothing served that mark an endpoint as stuck.
+STUCK_DEFERRALS = 1000
 
 
 @dataclass(slots=True)
@@ -90,6 +92,13 @@ class EndpointState:
     adaptive: AdaptiveRate
     probing: bool = False
     last_used: float = 0.0
+    # Backlog deferral: the next free slot of this endpoint's drain schedule (epoch s), so
+    # every deferred task is due after the ones deferred before it and a task coming back
+    # is not deferred again behind newer ones (the loop without progress of issue #12).
+    defer_cursor: float = 0.0
+    latency_s: float = 0.0  # moving average of its attempts: it drains at cap ÷ latency
+    deferred: int = 0  # since the last refresh, for the no-progress check
+    served: int = 0
 
 
 @dataclass(slots=True)
@@ -130,7 +139,8 @@ class DispatcherMetrics:
             registry=registry)
         self.dropped = Counter(
             "hookstream_dispatcher_tasks_dropped_total",
-            "Tasks of deleted or disabled endpoints (rows stay pending for replay)",
+            "Tasks of deleted, paused or disabled endpoints (rows stay pending, held until"
+            " the endpoint is active again)",
             ["reason"], registry=registry)
         self.deferred = Counter(
             "hookstream_dispatcher_deferred_total", "Tasks sent to a delay tier instead of held",
@@ -156,6 +166,14 @@ class DispatcherMetrics:
         self.reaped = Counter(
             "hookstream_dispatcher_leases_reaped_total",
             "Deliveries handed back after their worker died mid-attempt", registry=registry)
+        self.swept = Counter(
+            "hookstream_dispatcher_swept_total",
+            "Pending deliveries re-queued by the sweeper (overdue without a task, or held"
+            " work of a resumed endpoint)", registry=registry)
+        self.stuck = Gauge(
+            "hookstream_dispatcher_stuck_endpoints",
+            "Endpoints whose tasks were deferred in the last refresh period without any"
+            " being served (a dispatcher bug: see the log for their ids)", registry=registry)
         self.late = Counter(
             "hookstream_dispatcher_late_outcomes_total",
             "Outcomes written after another attempt took the delivery over (attempt row kept)",
@@ -198,6 +216,7 @@ class Dispatcher:
         # Set once shutdown has waited long enough: records not yet acknowledged then are
         # abandoned (their offsets stay uncommitted, so the work is redone after restart).
         self._abandon = threading.Event()
+        self._store = Store(s.database_url, s.lease_s)  # opened in _main (no I/O here)
         self._writer_busy_since: float | None = None
         self._attempts: set[asyncio.Task[None]] = set()
         self._background: set[asyncio.Task[None]] = set()
@@ -312,7 +331,7 @@ class Dispatcher:
         self._room = asyncio.Event()
         self._finished_ready = asyncio.Event()
         self._all_written = asyncio.Event()
-        store = Store(s.database_url, s.lease_s)
+        store = self._store
         consumer = Consumer(consumer_config(
             s.kafka_bootstrap, s.group_id, "hookstream-dispatcher",
             **{"fetch.wait.max.ms": 50}))
@@ -343,6 +362,7 @@ class Dispatcher:
                 asyncio.create_task(self._writer(store), name="writer"),
                 asyncio.create_task(self._commit_loop(consumer), name="committer"),
                 asyncio.create_task(self._reap_loop(store), name="reaper"),
+                asyncio.create_task(self._sweep_loop(store), name="sweeper"),
                 asyncio.create_task(self._refresh_loop(store), name="refresher"),
             ]
             for h in helpers:
@@ -439,17 +459,24 @@ class Dispatcher:
                 await self._ingest(store, items)
 
     async def _ingest(self, store: Store, items: list[Item]) -> None:
-        unknown = list({i.task.endpoint_id for i in items} - self._endpoints.keys())
-        if unknown:
-            for row in await self._db(store.load_endpoints, unknown):
+        # Unknown endpoints, and held ones (paused or disabled: their tasks are dropped)
+        # are read afresh, so a task produced after a resume never meets a stale "held".
+        ids = {i.task.endpoint_id for i in items}
+        reload = [k for k in ids if k not in self._endpoints
+                  or self._endpoints[k].row.status != "active"]
+        if reload:
+            for row in await self._db(store.load_endpoints, reload):
                 self._remember(row)
         now, now_m = time.time(), time.monotonic()
         deferred: list[tuple[Item, float, str]] = []
         touched: set[uuid.UUID] = set()
         for item in items:
             ep = self._endpoints.get(item.task.endpoint_id)
-            if ep is None or ep.row.status == "disabled":
-                self.metrics.dropped.labels("endpoint_gone" if ep is None else "disabled").inc()
+            if ep is None or ep.row.status != "active":
+                # Held: the row stays pending (counted by reconcile and the gauges); when
+                # the endpoint is active again the sweeper sends it at once (released_at).
+                self.metrics.dropped.labels("endpoint_gone" if ep is None
+                                            else ep.row.status).inc()
                 self._complete(item)
                 continue
             ep.last_used = now_m
@@ -460,10 +487,6 @@ class Dispatcher:
                 # Less than the smallest tier to go: held here until its exact due time
                 # (never attempted early), then taken through the same checks again.
                 asyncio.get_running_loop().call_later(due - now, self._due_now, store, item)
-            elif ep.row.status == "paused":
-                # Paused by its owner: the task keeps travelling through the tiers and is
-                # looked at again every few minutes (the row stays pending meanwhile).
-                deferred.append((item, now + self.settings.paused_recheck_s, "paused"))
             elif (adm := admission(self.circuit_policy, ep.circuit, now)) is Admission.OPEN:
                 assert ep.circuit.paused_until is not None
                 # Spread the return over a few seconds so a reopening is not one burst.
@@ -488,23 +511,34 @@ class Dispatcher:
         """What an endpoint cannot drain within the horizon leaves memory for a delay tier,
         due when its bucket would reach it: memory stays flat whatever the backlog."""
         ep = self._endpoints[endpoint_id]
-        # The configured rate, not the throttled one: spreading a backlog over what a
-        # 429-throttled rate would take parks it for minutes after the endpoint recovers.
+        # What it really drains: its configured rate (not the throttled one: spreading a
+        # backlog over a 429-throttled rate parks it for minutes after it recovers), or
+        # its cap ÷ its latency when it answers slowly (seed 000: 4 at 3 s ≈ 1.3/s).
         rate = max(ep.row.rate_per_s, 0.001)
+        if ep.latency_s > 0:
+            rate = min(rate, max(ep.row.max_in_flight / ep.latency_s, 0.05))
         keep = max(2 * ep.row.max_in_flight, int(rate * self.settings.backlog_horizon_s))
         excess = self.sched.pop_excess(endpoint_id, keep)
-        return [(item, now + (keep + k) / rate, "backlog") for k, item in enumerate(excess)]
+        if not excess:
+            return []
+        start = max(now + keep / rate, ep.defer_cursor)
+        ep.defer_cursor = start + len(excess) / rate
+        ep.deferred += len(excess)
+        return [(item, start + k / rate, "backlog") for k, item in enumerate(excess)]
 
     async def _defer(self, deferred: list[tuple[Item, float, str]]) -> None:
         now = time.time()
-        records = []
+        records, tasks = [], []
         for item, due, reason in deferred:
             task = dataclasses.replace(item.task, due_at=datetime.fromtimestamp(due, UTC))
+            tasks.append(task)
             records.append(Record(self._topic_for(due - now), task.key, task.encode()))
             self.metrics.deferred.labels(reason).inc()
         # Only an acknowledged deferral lets the original's offset go; otherwise the
-        # original is redelivered after a restart.
+        # original is redelivered after a restart. The rows learn the new due time, so
+        # the sweeper does not take a waiting delivery for a lost one.
         if await self._publish(records):
+            await self._db(self._store.postpone, tasks)
             self._complete_all([item for item, _, _ in deferred])
 
     # -- pump: take what the scheduler allows, claim, send ----------------------------------
@@ -588,6 +622,9 @@ class Dispatcher:
         ep = self._endpoints.get(endpoint_id)
         if ep is None:
             return
+        ep.served += 1
+        latency_s = result.latency_ms / 1000.0
+        ep.latency_s = latency_s if not ep.latency_s else 0.8 * ep.latency_s + 0.2 * latency_s
         decision = result.decision
         if (decision.outcome is Outcome.DELIVERED and not ep.probing
                 and ep.circuit == CLEAN_CIRCUIT
@@ -740,6 +777,50 @@ class Dispatcher:
             except DatabaseUnavailable as exc:
                 self._fail("reaper", exc)
 
+    async def _sweep_loop(self, store: Store) -> None:
+        """Seed 002's sweeper: whatever lost a task, its overdue pending delivery goes back
+        to the queue (a delay, never a loss); held work of a resumed endpoint too."""
+        s = self.settings
+        while True:
+            await asyncio.sleep(s.sweep_interval_s)
+            try:
+                rows = await store.sweep(s.sweep_after_s, max(10, s.sweep_batch // 10),
+                                         s.sweep_batch)
+            except DatabaseUnavailable as exc:
+                self._fail("sweeper", exc)
+                continue
+            if not rows:
+                continue
+            now = datetime.now(UTC)
+            records = []
+            for r in rows:
+                task = DeliveryTask(
+                    delivery_id=r["delivery_id"], event_id=r["event_id"],
+                    endpoint_id=r["endpoint_id"], tenant=r["tenant"],
+                    kind=TaskKind.NEW if r["attempts"] == 0 else TaskKind.RETRY, due_at=now,
+                    committed_at=datetime.fromtimestamp(r["created_at_s"], UTC),
+                    lease_version=r["lease_version"])
+                records.append(Record(self.topics.deliveries, task.key, task.encode()))
+            # Not acknowledged (shutdown): the rows are due again after the bound.
+            if await self._publish(records):
+                self.metrics.swept.inc(len(rows))
+                endpoints = sorted({str(r["endpoint_id"]) for r in rows})
+                log.warning("pending deliveries without a task re-queued", extra={
+                    "count": len(rows), "endpoints": endpoints[:10]})
+
+    def _check_progress(self) -> None:
+        """An endpoint whose tasks keep being deferred while none is served is a bug of
+        this dispatcher, never a silent storm: counted and named."""
+        stuck = 0
+        for key, ep in self._endpoints.items():
+            if ep.deferred >= STUCK_DEFERRALS and ep.served == 0:
+                stuck += 1
+                log.error("endpoint deferred without being served", extra={
+                    "endpoint": str(key), "deferred": ep.deferred,
+                    "queued": self.sched.queued_for(key)})
+            ep.deferred = ep.served = 0
+        self.metrics.stuck.set(stuck)
+
     async def _refresh_loop(self, store: Store) -> None:
         """Endpoint settings changed by their owners (rate, cap, pause, re-enable) reach
         the scheduler within a few seconds; unused state is forgotten."""
@@ -758,6 +839,7 @@ class Dispatcher:
             except DatabaseUnavailable as exc:
                 self._fail("database", exc)
             self._export_worst()
+            self._check_progress()
 
     def _remember(self, row: EndpointRow) -> None:
         ep = self._endpoints.get(row.id)

@@ -16,6 +16,7 @@ from hookstream.pg import translated
 from hookstream.policy.circuit import CircuitState
 
 Q = queries.load("dispatcher")
+SWEEP = queries.load("sweeper")
 
 
 # Not frozen: a frozen dataclass sets each field through object.__setattr__, ~0.7 µs
@@ -186,3 +187,24 @@ class Store:
                 "ids": [r["delivery_id"] for r in rows],
                 "versions": [r["lease_version"] for r in rows]})
         return len(rows)
+
+    @translated
+    async def sweep(self, after_s: float, per_endpoint: int, limit: int) -> list[dict[str, Any]]:
+        """Overdue pending deliveries of active endpoints, marked swept (see sweeper.sql)."""
+        conn: AsyncConnection[Any]
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(SWEEP["sweep"], {
+                "after_s": after_s, "per_endpoint": per_endpoint, "limit": limit})
+            return await cur.fetchall()
+
+    @translated
+    async def postpone(self, tasks: list[DeliveryTask]) -> None:
+        """Deferred tasks' due times written to their rows (the sweeper's reference)."""
+        if not tasks:
+            return
+        conn: AsyncConnection[Any]
+        async with self.pool.connection() as conn:
+            await conn.execute(SWEEP["postpone"], {
+                "ids": [t.delivery_id for t in tasks],
+                "versions": [t.lease_version for t in tasks],
+                "due": [t.due_at.timestamp() for t in tasks]})

@@ -302,9 +302,14 @@ class DispatcherSettings(CommonSettings):
     disable_after_s: float = env_field(
         "DISABLE_AFTER_S", 3 * 86_400.0, pos_float,
         "an endpoint failing continuously this long is disabled and its owner told")
-    paused_recheck_s: float = env_field(
-        "PAUSED_RECHECK_S", 300.0, pos_float,
-        "a paused endpoint's tasks wait in the delay tiers and are looked at again this often")
+    sweep_after_s: float = env_field(
+        "SWEEP_AFTER_S", 120.0, pos_float,
+        "a pending delivery overdue by this much has lost its task: the sweeper re-queues it")
+    sweep_interval_s: float = env_field(
+        "SWEEP_INTERVAL_S", 5.0, pos_float,
+        "how often the sweeper looks (also how soon a resumed endpoint's held work is sent)")
+    sweep_batch: int = env_field(
+        "SWEEP_BATCH", 1000, pos_int, "deliveries re-queued per sweep at most")
     endpoint_refresh_s: float = env_field(
         "ENDPOINT_REFRESH_S", 5.0, pos_float, "how often endpoint settings are re-read")
     event_loop: str = env_field(

@@ -79,7 +79,7 @@ def test_an_endpoint_failing_for_long_is_disabled_and_its_tenant_told(
 
 def test_a_paused_endpoint_gets_rows_that_wait_then_go_out_when_resumed(
         db_url: str, receiver: Receiver, start_pipeline: StartPipeline) -> None:
-    start_pipeline(paused_recheck_s="2", endpoint_refresh_s="1")
+    start_pipeline(endpoint_refresh_s="1")
     ep = add_endpoint(db_url, receiver, "on-hold", "acme")
     with psycopg.connect(db_url) as conn:
         conn.execute("UPDATE endpoints SET status = 'paused' WHERE id = %s", (ep,))
