@@ -8,8 +8,9 @@ in the window (and the ones committed in it but never published):
 * every (event, subscribed endpoint) pair has a delivery row (UNIQUE (event_id,
   endpoint_id) makes "exactly one" the schema's job; the check is that one exists);
 * every delivery is delivered, dead, failed, superseded, in flight under a live lease,
-  or pending with a reason (scheduled, endpoint paused or disabled, endpoint backlog
-  draining);
+  or pending with a reason (scheduled or deferred to a due time not yet past, or held
+  by a paused or disabled endpoint); a pending row of an active endpoint overdue by
+  more than ``--stall-s`` is a gap (its task was lost; the sweeper re-queues it);
 * attempt rows agree with their delivery (numbered 1..n, none left open, a delivered
   row has a 2xx attempt).
 
@@ -38,7 +39,8 @@ from psycopg.rows import dict_row
 from hookstream import queries
 
 DEFAULT_GRACE_S = 300.0
-DEFAULT_STALL_S = 900.0
+# As long as the sweeper's default bound: past it, an overdue delivery is a gap.
+DEFAULT_STALL_S = 120.0
 DEFAULT_SAMPLE = 10
 GAP_QUERIES = ("gaps_unpublished", "gaps_not_stored", "gaps_missing_delivery", "gaps_attempts")
 _RELATIVE = re.compile(r"^(?:now)?-(\d+(?:\.\d+)?)([smhd])$")

@@ -208,7 +208,29 @@ def test_each_broken_history_shows_exactly_its_gap(
     gaps = run(db_url)
     assert set(gaps) == expected
     for kind in expected:
-        assert gaps[kind] == (1, [key]), kind
+        total, sample = gaps[kind]
+        assert total == 1 and len(sample) == 1, kind
+        # Delivery-state gaps name the endpoint too: "<delivery> (endpoint <id>)".
+        assert sample[0] == key or sample[0].startswith(f"{key} (endpoint "), kind
+
+
+def test_an_overdue_delivery_is_a_gap_even_while_its_endpoint_is_busy(
+        db_url: str, history: History) -> None:
+    # An endpoint with work in flight used to explain any overdue row as "backlog
+    # draining", and only 15 minutes counted as stalled: after a bad day thousands of
+    # deliveries overdue 5-15 minutes read as "no gaps". Deferred work carries its due
+    # time now, so five minutes overdue is a gap, endpoint named.
+    d = next(d for (_, name), d in history.deliveries.items() if name == "globex-all")
+    with psycopg.connect(db_url) as conn:
+        endpoint = conn.execute("SELECT endpoint_id FROM deliveries WHERE delivery_id = %s",
+                                (d,)).fetchone()[0]  # type: ignore[index]
+        conn.execute("UPDATE deliveries SET status = 'pending', next_attempt_at = now()"
+                     " - interval '5 minutes' WHERE delivery_id = %s", (d,))
+        conn.execute("UPDATE deliveries SET status = 'in_flight', lease_expires_at = now()"
+                     " + interval '1 minute' WHERE endpoint_id = %s AND delivery_id <> %s",
+                     (endpoint, d))
+    gaps = run(db_url)
+    assert gaps["pending_stalled"] == (1, [f"{d} (endpoint {endpoint})"])
 
 
 def test_the_command_exits_non_zero_on_a_gap(db_url: str, history: History) -> None:

@@ -81,31 +81,19 @@ SELECT kind, key, detail, total FROM (
 -- name: delivery_states
 -- Every delivery of the window, by what explains its state. Verdicts starting with
 -- 'gap:' are unexplained: an in_flight row whose lease expired (the reaper releases
--- those within seconds) or a pending row overdue by more than stall_s on an endpoint
--- that is neither paused, disabled, nor doing any work (nothing in flight, nothing
--- finished or rescheduled within stall_s): its task is gone.
+-- those within seconds) or a pending row of an active endpoint overdue by more than
+-- stall_s. Deferred and scheduled work carries its due time in next_attempt_at (the
+-- dispatcher writes it when it defers), so "overdue" means no task will run it soon:
+-- its task was lost, and the sweeper re-queues it after HOOKSTREAM_SWEEP_AFTER_S.
+-- Samples name the endpoint.
 WITH d AS (
     SELECT d.delivery_id, d.endpoint_id, d.status, d.attempts, d.next_attempt_at,
            d.lease_expires_at
     FROM outbox o JOIN deliveries d ON d.event_id = o.event_id
     WHERE o.published_at >= %(since)s AND o.published_at < %(cutoff)s
 ),
-overdue AS (
-    SELECT DISTINCT endpoint_id FROM d
-    WHERE status = 'pending' AND next_attempt_at < now() - make_interval(secs => %(stall_s)s)
-),
-busy AS (
-    SELECT s.endpoint_id FROM overdue s
-    WHERE EXISTS (SELECT 1 FROM deliveries x
-                  WHERE x.endpoint_id = s.endpoint_id AND x.status = 'in_flight')
-       OR EXISTS (SELECT 1 FROM deliveries x
-                  WHERE x.endpoint_id = s.endpoint_id
-                    AND x.status IN ('delivered', 'failed', 'dead', 'pending')
-                    AND x.created_at >= %(since)s::timestamptz - interval '1 day'
-                    AND x.updated_at > now() - make_interval(secs => %(stall_s)s))
-),
 v AS (
-    SELECT d.delivery_id,
+    SELECT d.delivery_id, d.endpoint_id,
         CASE
             WHEN d.status IN ('delivered', 'dead', 'failed', 'superseded') THEN d.status
             WHEN d.status = 'in_flight' AND d.lease_expires_at < now()
@@ -113,19 +101,16 @@ v AS (
             WHEN d.status = 'in_flight' THEN 'in_flight'
             WHEN d.next_attempt_at >= now() - make_interval(secs => %(stall_s)s) THEN
                 CASE WHEN d.attempts = 0 THEN 'pending: new' ELSE 'pending: retry scheduled' END
-            WHEN ep.status = 'disabled' THEN 'pending: endpoint disabled'
-            WHEN ep.status = 'paused' OR ep.paused_until
-                > now() - make_interval(secs => %(stall_s)s) THEN 'pending: endpoint paused'
-            WHEN b.endpoint_id IS NOT NULL THEN 'pending: endpoint backlog draining'
+            WHEN ep.status = 'disabled' THEN 'pending: held, endpoint disabled'
+            WHEN ep.status = 'paused' THEN 'pending: held, endpoint paused'
             ELSE 'gap:pending_stalled'
         END AS verdict
     FROM d
     JOIN endpoints ep ON ep.id = d.endpoint_id
-    LEFT JOIN busy b ON b.endpoint_id = d.endpoint_id
 )
 SELECT verdict, count(*) AS n,
-       (array_agg(delivery_id::text) FILTER (WHERE verdict LIKE 'gap:%%'))[1:%(sample)s]
-           AS sample
+       (array_agg(delivery_id::text || ' (endpoint ' || endpoint_id::text || ')')
+            FILTER (WHERE verdict LIKE 'gap:%%'))[1:%(sample)s] AS sample
 FROM v GROUP BY verdict ORDER BY verdict
 
 -- name: gaps_attempts
