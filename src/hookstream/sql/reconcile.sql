@@ -101,8 +101,10 @@ v AS (
             WHEN d.status = 'in_flight' THEN 'in_flight'
             WHEN d.next_attempt_at >= now() - make_interval(secs => %(stall_s)s) THEN
                 CASE WHEN d.attempts = 0 THEN 'pending: new' ELSE 'pending: retry scheduled' END
-            WHEN ep.status = 'disabled' THEN 'pending: held, endpoint disabled'
-            WHEN ep.status = 'paused' THEN 'pending: held, endpoint paused'
+            WHEN ep.status = 'disabled' THEN 'pending: endpoint disabled'
+            -- held by its owner, or behind an open circuit (deferred until it closes)
+            WHEN ep.status = 'paused' OR ep.paused_until
+                > now() - make_interval(secs => %(stall_s)s) THEN 'pending: endpoint paused'
             ELSE 'gap:pending_stalled'
         END AS verdict
     FROM d
