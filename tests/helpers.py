@@ -6,6 +6,8 @@ from typing import Any, TypeVar
 
 import psycopg
 
+from hookstream.harness import ServiceProcess
+
 T = TypeVar("T")
 
 
@@ -30,3 +32,14 @@ def query(db_url: str, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
 def scalar(db_url: str, sql: str, params: Any = None) -> Any:
     rows = query(db_url, sql, params)
     return rows[0][0] if rows else None
+
+
+def stop_cleanly(*services: ServiceProcess) -> None:
+    """SIGTERM each; each must drain and exit 0 within the harness's bound (or have been
+    SIGKILLed on purpose with ``kill()``)."""
+    problems = []
+    for s in services:
+        s.terminate()
+        if (problem := s.exit_problem()) is not None:
+            problems.append(problem)
+    assert not problems, "\n\n".join(problems)

@@ -20,7 +20,7 @@ from hookstream.receiver import Behaviour, Receiver
 from hookstream.topics import Topics
 from tests.conftest import Stack
 from tests.e2e.conftest import StartPipeline, add_endpoint
-from tests.helpers import query, scalar, wait_until
+from tests.helpers import query, scalar, stop_cleanly, wait_until
 
 
 def _latencies(receiver: Receiver, names: set[str]) -> list[float]:
@@ -110,7 +110,7 @@ def test_same_task_published_three_times_yields_one_post(
         _, metrics = dispatcher.get("/metrics")
         assert b"hookstream_dispatcher_stale_tasks_total 2.0" in metrics
     finally:
-        assert dispatcher.terminate() == 0
+        stop_cleanly(dispatcher)
     assert len(receiver.arrivals) == 1
     assert scalar(db_url, "SELECT count(*) FROM attempts") == 1
 
