@@ -1,11 +1,18 @@
 from __future__ import annotations
 
+import asyncio
+import json
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
+from psycopg.rows import dict_row
 
+from hookstream.api import store
 from hookstream.endpoints import create_endpoint
 from hookstream.harness import Pipeline, pipeline_env
 from hookstream.receiver import Behaviour, Receiver, ReceiverThread
@@ -71,3 +78,28 @@ def add_endpoint(db_url: str, receiver: Receiver, name: str, tenant: str,
     receiver.add(name, ep.secret, behaviour)
     return str(ep.endpoint_id)
 
+
+def api_call(port: int, method: str, path: str, token: str, body: Any = None) -> tuple[int, Any]:
+    """One request to the control-plane API that the fanout process serves on ``port``
+    (start the pipeline with ``api_port=str(port)``)."""
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}", method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+def tenant_key(db_url: str, tenant: str = "acme") -> str:
+    """Create ``tenant`` and an API key of it; returns the key's token."""
+    async def make() -> str:
+        async with await psycopg.AsyncConnection.connect(db_url, row_factory=dict_row) as conn:
+            await store.create_tenant(conn, tenant, tenant.title())
+            _, token = await store.create_api_key(conn, tenant, "e2e")
+            await conn.commit()
+            return token
+
+    return asyncio.run(make())
