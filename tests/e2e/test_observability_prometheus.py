@@ -86,12 +86,19 @@ class PrometheusServer:
             self.proc.wait()
 
 
+# "... or vector(0)" always returns data: evaluated with the fallback, a panel over a
+# metric nobody exports would pass. The services publish their counters at 0 from the
+# start instead (hookstream.observability.at_zero), so no panel needs one.
+CONSTANT_FALLBACK = re.compile(r"\s+or\s+vector\([^()]*\)\s*$")
+
+
 def _dashboard_exprs() -> list[tuple[str, str]]:
+    """(panel / target, expression as Prometheus gets it, without a constant fallback)."""
     dashboard = json.loads(DASHBOARD.read_text())
     out = []
     for panel in dashboard["panels"]:
         for target in panel.get("targets", []):
-            expr = target["expr"]
+            expr = CONSTANT_FALLBACK.sub("", target["expr"])
             for macro, value in GRAFANA_MACROS.items():
                 expr = expr.replace(macro, value)
             out.append((f"{panel['title']} / {target['refId']}", expr))
