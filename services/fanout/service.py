@@ -35,6 +35,7 @@ from hookstream.kafka import (
     new_producer,
     produce,
 )
+from hookstream.observability import at_zero
 from hookstream.settings import FanoutSettings
 from hookstream.topics import Topics
 
@@ -44,8 +45,9 @@ Q = queries.load("fanout")
 
 class FanoutMetrics:
     def __init__(self, registry: CollectorRegistry):
-        self.events = Counter(
-            "hookstream_fanout_events_total", "Events consumed", ["result"], registry=registry)
+        self.events = at_zero(Counter(
+            "hookstream_fanout_events_total", "Events consumed", ["result"], registry=registry),
+            ("fanned_out", "conflict", "undecodable"))
         self.deliveries = Counter(
             "hookstream_fanout_deliveries_created_total", "Delivery rows created",
             registry=registry)
@@ -75,8 +77,9 @@ class FanoutMetrics:
             "hookstream_fanout_event_lag_seconds", "Outbox commit → delivery rows durable",
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
             registry=registry)
-        self.errors = Counter(
-            "hookstream_fanout_errors_total", "Batches that failed", ["kind"], registry=registry)
+        self.errors = at_zero(Counter(
+            "hookstream_fanout_errors_total", "Batches that failed", ["kind"], registry=registry),
+            ("database", "broker"))
 
 
 @dataclass

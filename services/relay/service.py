@@ -28,12 +28,18 @@ from typing import Any
 
 import psycopg
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
-from hookstream.relay.validate import broker_rejection_reason, reason_category, rejection_reason
+from hookstream.relay.validate import (
+    REASON_CATEGORIES,
+    broker_rejection_reason,
+    reason_category,
+    rejection_reason,
+)
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from hookstream import queries
 from hookstream.fastcodec import encode_envelope
 from hookstream.kafka import BrokerUnavailable, new_producer
+from hookstream.observability import at_zero
 from hookstream.settings import RelaySettings
 from hookstream.topics import Topics
 
@@ -44,6 +50,7 @@ NOTIFY_CHANNEL = "hookstream_outbox"
 # raises on a connection the server already closed (a restart between two statements).
 DB_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError)
 BROKER_ERRORS = (BrokerUnavailable, KafkaException)
+ERROR_KINDS = ("database", "broker")  # the `kind` of hookstream_relay_errors_total
 
 
 class RelayMetrics:
@@ -53,12 +60,12 @@ class RelayMetrics:
             "hookstream_relay_published_total",
             "Outbox rows published and acknowledged (the publish rate is its rate())",
             registry=registry)
-        self.quarantined = Counter(
+        self.quarantined = at_zero(Counter(
             "hookstream_relay_quarantined_total", "Outbox rows quarantined as malformed",
-            ["reason"], registry=registry)
-        self.errors = Counter(
+            ["reason"], registry=registry), REASON_CATEGORIES)
+        self.errors = at_zero(Counter(
             "hookstream_relay_errors_total", "Publish rounds that failed", ["kind"],
-            registry=registry)
+            registry=registry), ERROR_KINDS)
         self.batch_seconds = Histogram(
             "hookstream_relay_batch_seconds", "Duration of one publish round",
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),

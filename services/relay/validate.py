@@ -45,13 +45,18 @@ def broker_rejection_reason(error_name: str, detail: str) -> str | None:
     return None
 
 
+_CATEGORY_OF = (("schema_version", "schema_version"),
+                ("event type", "event_type"),
+                ("exceeds", "too_large"),
+                ("rejected by the broker", "broker_rejected"),
+                ("JSON", "json"))
+# Every value reason_category returns: the metric publishes each at 0 from the start.
+REASON_CATEGORIES = (*(category for _, category in _CATEGORY_OF), "other")
+
+
 def reason_category(reason: str) -> str:
     """A bounded label value for the quarantine metric; the full reason is on the row."""
-    for fragment, category in (("schema_version", "schema_version"),
-                               ("event type", "event_type"),
-                               ("exceeds", "too_large"),
-                               ("rejected by the broker", "broker_rejected"),
-                               ("JSON", "json")):
+    for fragment, category in _CATEGORY_OF:
         if fragment in reason:
             return category
     return "other"

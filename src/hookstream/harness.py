@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 SERVICES = ("relay", "fanout", "dispatcher")
+# How long a service may take to drain and exit after SIGTERM before it is SIGKILLed and
+# its shutdown counted as hung.
+STOP_TIMEOUT_S = 30.0
 _PORT_VAR = {
     "relay": "HOOKSTREAM_RELAY_HTTP_PORT",
     "fanout": "HOOKSTREAM_FANOUT_HTTP_PORT",
@@ -34,8 +37,13 @@ class ServiceProcess:
     log_path: Path
     http_port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
+    # How the last run ended, beyond its exit code: SIGKILLed on purpose by kill(), or
+    # SIGKILLed by terminate() because it had not exited within its bound after SIGTERM.
+    killed: bool = False
+    hung_s: float | None = None
 
     def start(self) -> ServiceProcess:
+        self.killed, self.hung_s = False, None
         # A crash in native code (librdkafka, libpq) leaves a Python stack in the log.
         env = {**os.environ, "PYTHONFAULTHANDLER": "1", **self.env,
                _PORT_VAR[self.name]: str(self.http_port)}
@@ -92,7 +100,9 @@ class ServiceProcess:
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
-    def terminate(self, timeout_s: float = 30.0) -> int | None:
+    def terminate(self, timeout_s: float = STOP_TIMEOUT_S) -> int | None:
+        """SIGTERM, then SIGKILL if the service has not drained and exited within
+        ``timeout_s`` (recorded in ``hung_s``: see ``exit_problem``)."""
         if self.proc is None:
             return None
         if self.proc.poll() is None:
@@ -100,15 +110,31 @@ class ServiceProcess:
             try:
                 self.proc.wait(timeout_s)
             except subprocess.TimeoutExpired:
+                self.hung_s = timeout_s
                 self.proc.kill()
                 self.proc.wait()
         return self.proc.returncode
 
     def kill(self) -> None:
-        """SIGKILL: no shutdown code runs, exactly like a crashed or OOM-killed container."""
+        """SIGKILL: no shutdown code runs, exactly like a crashed or OOM-killed container.
+        Declares the -9 exit expected (until the next start)."""
         if self.proc is not None and self.proc.poll() is None:
+            self.killed = True
             self.proc.kill()
             self.proc.wait()
+
+    def exit_problem(self, key: str | None = None) -> str | None:
+        """Why the last run did not end in a clean shutdown (exit 0 after SIGTERM, or -9
+        after a deliberate ``kill``), or None. Meant for after ``terminate``."""
+        if self.proc is None or self.proc.returncode is None:
+            return None
+        who, code = key or self.name, self.proc.returncode
+        if self.hung_s is not None:
+            return (f"{who} did not drain and exit within {self.hung_s:g}s of SIGTERM"
+                    f" (hung shutdown, SIGKILLed):\n{self.tail()}")
+        if code == 0 or (self.killed and code == -signal.SIGKILL):
+            return None
+        return f"{who} exited with {code}:\n{self.tail()}"
 
     def restart(self) -> ServiceProcess:
         self.kill()
@@ -159,5 +185,11 @@ class Pipeline:
             raise
         return self
 
-    def stop(self) -> dict[str, int | None]:
-        return {k: p.terminate() for k, p in self.processes.items()}
+    def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> dict[str, int | None]:
+        return {k: p.terminate(timeout_s) for k, p in self.processes.items()}
+
+    def exit_problems(self) -> list[str]:
+        """After ``stop``: every service that hung on SIGTERM or exited other than 0 (or
+        -9 after a deliberate ``kill``), named by its key ("dispatcher2")."""
+        return [problem for k, p in self.processes.items()
+                if (problem := p.exit_problem(k)) is not None]

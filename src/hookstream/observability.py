@@ -6,12 +6,24 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import orjson
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
+
+
+def at_zero(counter: Counter, label_values: Iterable[str | tuple[str, ...]]) -> Counter:
+    """Publish the series of each label value (a tuple for several labels) at 0 now.
+
+    A labelled counter has no series until its first increment, so ``rate()`` misses
+    that first event (the series appears at 1) and ``sum(rate(...))`` is no data rather
+    than 0 until then: every value a counter can take is created with the counter."""
+    for values in label_values:
+        counter.labels(*((values,) if isinstance(values, str) else values))
+    return counter
+
 
 _STD_ATTRS = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
 

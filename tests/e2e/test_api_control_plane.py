@@ -4,45 +4,13 @@ gets the same webhook-id again, and the attempt log shows a manual second attemp
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
-from typing import Any
-
 import psycopg
-from psycopg.rows import dict_row
 
-from hookstream.api import store
 from hookstream.harness import free_port
 from hookstream.outbox import write_event
 from hookstream.receiver import Receiver
-from tests.e2e.conftest import StartPipeline
+from tests.e2e.conftest import StartPipeline, api_call, tenant_key
 from tests.helpers import query, wait_until
-
-
-def http(port: int, method: str, path: str, token: str, body: Any = None) -> tuple[int, Any]:
-    req = urllib.request.Request(
-        f"http://127.0.0.1:{port}{path}", method=method,
-        data=None if body is None else json.dumps(body).encode(),
-        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return resp.status, json.loads(resp.read() or b"null")
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read() or b"null")
-
-
-def tenant_key(db_url: str) -> str:
-    import asyncio
-
-    async def make() -> str:
-        async with await psycopg.AsyncConnection.connect(db_url, row_factory=dict_row) as conn:
-            await store.create_tenant(conn, "acme", "Acme")
-            _, token = await store.create_api_key(conn, "acme", "e2e")
-            await conn.commit()
-            return token
-
-    return asyncio.run(make())
 
 
 def test_register_deliver_and_replay_through_the_api(
@@ -50,8 +18,8 @@ def test_register_deliver_and_replay_through_the_api(
     port = free_port()
     start_pipeline(api_port=str(port))
     token = tenant_key(db_url)
-    code, ep = http(port, "POST", "/v1/endpoints", token,
-                    {"url": receiver.url("api"), "event_types": ["invoice.*"]})
+    code, ep = api_call(port, "POST", "/v1/endpoints", token,
+                        {"url": receiver.url("api"), "event_types": ["invoice.*"]})
     assert code == 201, ep
     receiver.add("api", ep["secret"])
     with psycopg.connect(db_url) as conn:
@@ -61,11 +29,11 @@ def test_register_deliver_and_replay_through_the_api(
     (delivery_id,) = receiver.delivered_ids("api")
     # The receiver answers before the dispatcher's outcome write commits: wait for it.
     code, delivery = wait_until(
-        lambda: (r := http(port, "GET", f"/v1/deliveries/{delivery_id}", token))[1].get(
+        lambda: (r := api_call(port, "GET", f"/v1/deliveries/{delivery_id}", token))[1].get(
             "status") == "delivered" and r, 30, message="delivery recorded as delivered")
     assert code == 200 and delivery["status"] == "delivered"
 
-    code, replayed = http(port, "POST", f"/v1/deliveries/{delivery_id}/replay", token)
+    code, replayed = api_call(port, "POST", f"/v1/deliveries/{delivery_id}/replay", token)
     assert code == 202 and replayed["status"] == "pending"
     wait_until(lambda: len([a for a in receiver.arrivals if a.verified]) == 2, 60,
                message="the replayed attempt")
@@ -74,7 +42,7 @@ def test_register_deliver_and_replay_through_the_api(
     wait_until(lambda: query(db_url, "SELECT status FROM deliveries") == [("delivered",)], 30)
     assert query(db_url, "SELECT attempt_no, manual, outcome FROM attempts ORDER BY attempt_no"
                  ) == [(1, False, "delivered"), (2, True, "delivered")]
-    code, health = http(port, "GET", f"/v1/endpoints/{ep['id']}/health", token)
+    code, health = api_call(port, "GET", f"/v1/endpoints/{ep['id']}/health", token)
     assert code == 200 and health["recent"]["success_rate"] == 1.0
-    code, events = http(port, "GET", f"/v1/events?endpoint_id={ep['id']}", token)
+    code, events = api_call(port, "GET", f"/v1/events?endpoint_id={ep['id']}", token)
     assert [e["payload"] for e in events["data"]] == [{"n": 1}]

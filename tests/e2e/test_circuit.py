@@ -10,16 +10,23 @@ import psycopg
 from hookstream.outbox import write_event
 from hookstream.receiver import Behaviour, Receiver
 from tests.e2e.conftest import StartPipeline, add_endpoint
-from tests.helpers import query, scalar, wait_until
+from tests.helpers import query, scalar, service_metric, wait_until
 
 CIRCUIT = {"circuit_failure_threshold": "3", "circuit_base_pause_s": "3",
            "circuit_max_pause_s": "6", "retry_base_s": "1", "retry_floor_s": "1",
            "retry_jitter": "0"}
 
 
+def _pause_after_last_attempt(db_url: str) -> float:
+    """How long the circuit pauses the endpoint, counted from the failed attempt that
+    opened (or extended) it: the pause itself, whenever the test gets to look."""
+    return scalar(db_url, "SELECT extract(epoch FROM e.paused_until - a.last)::float8"
+                          " FROM endpoints e, (SELECT max(finished_at) AS last FROM attempts) a")
+
+
 def test_failures_pause_the_endpoint_then_a_probe_closes_it(
         db_url: str, receiver: Receiver, start_pipeline: StartPipeline) -> None:
-    start_pipeline(**CIRCUIT)
+    p = start_pipeline(**CIRCUIT)
     ep = add_endpoint(db_url, receiver, "sick", "acme", behaviour=Behaviour(status=500))
     with psycopg.connect(db_url, autocommit=True) as conn:
         for i in range(3):
@@ -27,20 +34,20 @@ def test_failures_pause_the_endpoint_then_a_probe_closes_it(
             time.sleep(0.2)  # three separate failures, not one burst
     wait_until(lambda: scalar(db_url, "SELECT paused_until IS NOT NULL FROM endpoints"), 30,
                message="circuit open")
-    opened_at = time.time()
-    (failures, paused_for), = query(db_url, "SELECT consecutive_failures, extract(epoch FROM"
-                                            " paused_until - now())::float8 FROM endpoints")
-    assert failures == 3 and 0 < paused_for <= 3.0
-    # While paused nothing reaches the endpoint, though retries are due every second.
+    assert scalar(db_url, "SELECT consecutive_failures FROM endpoints") == 3
+    assert abs(_pause_after_last_attempt(db_url) - 3.0) < 0.1
     seen = len(receiver.arrivals)
-    time.sleep(max(0.0, opened_at + paused_for - time.time() - 0.3))
+    # While paused nothing reaches the endpoint, though the three retries come due within
+    # the pause (1 s after each failure): each one is turned away, deferred to the pause's
+    # end, which the dispatcher counts. Only an open circuit defers for this reason.
+    wait_until(lambda: service_metric(p["dispatcher"], "hookstream_dispatcher_deferred_total",
+                                      reason="circuit") >= 3, 20,
+               message="the retries turned away by the open circuit")
     assert len(receiver.arrivals) == seen
     # The pause ends; probes go one at a time; a failed probe doubles the pause (3 → 6 s).
     wait_until(lambda: scalar(db_url, "SELECT consecutive_failures FROM endpoints") >= 4, 20,
                message="a probe")
-    paused_for = scalar(db_url, "SELECT extract(epoch FROM paused_until - now())::float8"
-                                " FROM endpoints")
-    assert 3.0 < paused_for <= 6.0
+    assert abs(_pause_after_last_attempt(db_url) - 6.0) < 0.1
     # The endpoint heals: the next probe succeeds, the circuit closes, everything drains.
     receiver.behaviour["sick"].status = 200
     wait_until(lambda: scalar(db_url, "SELECT count(*) FROM deliveries WHERE status"
@@ -79,17 +86,22 @@ def test_an_endpoint_failing_for_long_is_disabled_and_its_tenant_told(
 
 def test_a_paused_endpoint_gets_rows_that_wait_then_go_out_when_resumed(
         db_url: str, receiver: Receiver, start_pipeline: StartPipeline) -> None:
-    start_pipeline(endpoint_refresh_s="1")
+    p = start_pipeline(endpoint_refresh_s="1", sweep_interval_s="1")
     ep = add_endpoint(db_url, receiver, "on-hold", "acme")
+    # Paused before any of its tasks exists: the dispatcher reads the row (paused) when
+    # it meets the endpoint's first task.
     with psycopg.connect(db_url) as conn:
         conn.execute("UPDATE endpoints SET status = 'paused' WHERE id = %s", (ep,))
-    time.sleep(1.5)  # the dispatcher sees the pause
     with psycopg.connect(db_url, autocommit=True) as conn:
         for i in range(5):
             write_event(conn, tenant="acme", type="a.b", payload={"i": i})
     wait_until(lambda: scalar(db_url, "SELECT count(*) FROM deliveries") == 5, 30,
                message="rows for a paused endpoint")
-    time.sleep(3)
+    # Each task is met and held (dropped from memory, the row stays pending): five held
+    # tasks mean the dispatcher has looked at every one and sent none.
+    wait_until(lambda: service_metric(p["dispatcher"], "hookstream_dispatcher_tasks_dropped_total",
+                                      reason="paused") >= 5, 30,
+               message="every task held while paused")
     assert receiver.arrivals == []
     assert scalar(db_url, "SELECT count(*) FROM deliveries WHERE status = 'pending'") == 5
     with psycopg.connect(db_url) as conn:

@@ -13,7 +13,7 @@ import psycopg
 from hookstream.harness import ServiceProcess, pipeline_env
 from hookstream.topics import Topics
 from tests.conftest import Stack
-from tests.helpers import query, scalar, wait_until
+from tests.helpers import query, scalar, stop_cleanly, wait_until
 from tests.relay_fanout_support import add_endpoints, envelope, produce_events, read_tasks
 
 
@@ -55,7 +55,7 @@ def test_fanout_killed_half_way_through_a_large_event_completes_it_after_restart
         wait_until(lambda: len(set(Counter(str(t.delivery_id) for t in read_tasks(
             stack.bootstrap, topics.deliveries)))) >= 10_000, 30, message="every task produced")
     finally:
-        assert second.terminate() == 0, second.tail()
+        stop_cleanly(second)
     assert sorted(r[1] for r in rows) == endpoints  # exactly one row per endpoint
     # Rows of the first pass untouched: same ids, same creation times.
     assert {r[0]: r[2] for r in rows if r[0] in before} == before

@@ -16,7 +16,7 @@ from hookstream.harness import ServiceProcess, pipeline_env
 from hookstream.outbox import write_event
 from hookstream.topics import Topics
 from tests.conftest import Stack
-from tests.helpers import query, scalar, wait_until
+from tests.helpers import query, scalar, stop_cleanly, wait_until
 from tests.relay_fanout_support import read_topic
 
 
@@ -58,7 +58,7 @@ def test_relay_notify_wakes_it_within_milliseconds(
                                     " FROM outbox")
         assert all(float(s) < 0.25 for (s,) in server_side), server_side
     finally:
-        assert relay.terminate() == 0
+        stop_cleanly(relay)
 
 
 def test_relay_two_replicas_share_the_outbox_and_one_is_killed(
@@ -99,7 +99,7 @@ def test_relay_two_replicas_share_the_outbox_and_one_is_killed(
     finally:
         stop.set()
         a.kill()
-        assert b.terminate() == 0
+        stop_cleanly(b)
     # Both replicas were publishing before the kill (SKIP LOCKED shares the rows).
     assert all(n > 0 for n in shared), shared
     expected = {r[0] for r in query(db_url, "SELECT event_id::text FROM outbox")}

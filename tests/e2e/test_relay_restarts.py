@@ -22,7 +22,7 @@ from hookstream.harness import ServiceProcess, pipeline_env
 from hookstream.outbox import write_event
 from hookstream.topics import Topics
 from tests.conftest import Stack
-from tests.helpers import query, scalar, wait_until
+from tests.helpers import query, scalar, stop_cleanly, wait_until
 from tests.relay_fanout_support import read_topic
 
 
@@ -53,7 +53,7 @@ def relay(stack: Stack, db_url: str, topics: Topics, log_dir: Path):  # type: ig
     process = ServiceProcess("relay", env, log_dir / "relay.log").start()
     process.wait_healthy()
     yield process
-    assert process.terminate() == 0, process.tail()
+    stop_cleanly(process)
 
 
 def _restarting(stop: Callable[[], object], start: Callable[[], object],

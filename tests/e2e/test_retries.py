@@ -7,18 +7,26 @@ import itertools
 import time
 import uuid
 from collections import Counter
-from datetime import UTC, datetime
+from datetime import datetime
 
 import psycopg
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer
 
-from hookstream.codec import DeliveryTask, TaskKind
+from hookstream.codec import DeliveryTask
+from hookstream.harness import free_port
 from hookstream.outbox import write_event
 from hookstream.receiver import Behaviour, Receiver
 from hookstream.topics import Topics
 from tests.conftest import Stack
-from tests.e2e.conftest import StartPipeline, add_endpoint
-from tests.helpers import query, scalar, wait_until
+from tests.e2e.conftest import StartPipeline, add_endpoint, api_call, tenant_key
+from tests.helpers import (
+    pipeline_groups,
+    query,
+    scalar,
+    service_metric,
+    wait_drained,
+    wait_until,
+)
 
 FAST_RETRIES = {"retry_base_s": "2", "retry_floor_s": "1", "retry_jitter": "0"}
 
@@ -43,7 +51,10 @@ def test_a_retry_arrives_no_earlier_than_due_and_within_the_lateness_bound(
         planned = 2.0 * 2 ** (n - 2)  # 2 s after attempt 1, 4 s after attempt 2
         waited = (started - finished).total_seconds()
         assert waited >= planned - 0.01, f"attempt {n} released early: {waited:.2f}s"
-        assert waited <= planned + 2.5, f"attempt {n} late: {waited:.2f}s"
+        # Generous on purpose (two shared cores run Kafka, PostgreSQL and the services):
+        # what it catches is a retry left to wait another whole tier (5 s) or never
+        # released. How late retries really are is hookstream_delay_lateness_seconds.
+        assert waited <= planned + 4.5, f"attempt {n} late: {waited:.2f}s"
     # the receiver saw the same delivery id three times, each with a valid fresh signature
     arrivals = [a for a in receiver.arrivals if a.name == "flaky"]
     assert len(arrivals) == 3 and len({a.webhook_id for a in arrivals}) == 1
@@ -63,7 +74,9 @@ def test_a_delivery_becomes_dead_after_its_window_with_a_dead_letter(
     (attempts, last_error), = query(db_url, "SELECT attempts, last_error FROM deliveries")
     # attempts at ~0 s, ~1 s, ~3 s; the next (~7 s) would be past the 5 s window
     assert attempts == 3 and "503" in last_error
-    time.sleep(3)
+    # Every task anywhere in Kafka (deliveries topic, delay tiers) processed: a fourth
+    # attempt could only come from a retry scheduled by the last one.
+    wait_drained(stack.bootstrap, pipeline_groups(topics))
     assert scalar(db_url, "SELECT count(*) FROM attempts") == 3  # and nothing after
     consumer = Consumer({"bootstrap.servers": stack.bootstrap, "group.id": f"t{uuid.uuid4()}",
                          "auto.offset.reset": "earliest"})
@@ -82,29 +95,31 @@ def test_a_delivery_becomes_dead_after_its_window_with_a_dead_letter(
 def test_a_manual_replay_is_a_new_attempt_of_the_same_delivery(
         stack: Stack, db_url: str, topics: Topics, receiver: Receiver,
         start_pipeline: StartPipeline) -> None:
-    start_pipeline(retry_base_s="1", retry_floor_s="1", retry_jitter="0", retry_window_s="2")
+    port = free_port()
+    p = start_pipeline(api_port=str(port), retry_base_s="1", retry_floor_s="1",
+                       retry_jitter="0", retry_window_s="2")
     add_endpoint(db_url, receiver, "ep", "acme", behaviour=Behaviour(status=500))
+    token = tenant_key(db_url, "acme")
     with psycopg.connect(db_url) as conn:
         write_event(conn, tenant="acme", type="a.b", payload={"v": 1})
     wait_until(lambda: scalar(db_url, "SELECT status FROM deliveries") == "dead", 60)
     before = scalar(db_url, "SELECT count(*) FROM attempts")
+    delivery_id = scalar(db_url, "SELECT delivery_id::text FROM deliveries")
 
     def replay() -> None:
-        with psycopg.connect(db_url) as conn:
-            (d, ev, ep, tenant, lease), = conn.execute(
-                "UPDATE deliveries SET status = 'pending' RETURNING delivery_id, event_id,"
-                " endpoint_id, tenant, lease_version").fetchall()
-        now = datetime.now(UTC)
-        task = DeliveryTask(d, ev, ep, tenant, TaskKind.REPLAY, now, now, lease)
-        producer = Producer({"bootstrap.servers": stack.bootstrap})
-        producer.produce(topics.deliveries, key=task.key, value=task.encode())
-        assert producer.flush(10) == 0
+        # The operator's way in: the control plane's replay (the fanout process serves it).
+        code, body = api_call(port, "POST", f"/v1/deliveries/{delivery_id}/replay", token)
+        assert code == 202 and body["status"] == "pending", (code, body)
 
     # A failed replay is one manual attempt and does not restart the automatic schedule.
+    retries = service_metric(p["dispatcher"], "hookstream_retries_scheduled_total")
     replay()
     wait_until(lambda: scalar(db_url, "SELECT count(*) FROM attempts") == before + 1, 30)
     wait_until(lambda: scalar(db_url, "SELECT status FROM deliveries") == "failed", 10)
-    time.sleep(2.5)
+    # A retry would have been produced before the attempt row was written; and every task
+    # in Kafka has been processed, so no later attempt is on its way.
+    assert service_metric(p["dispatcher"], "hookstream_retries_scheduled_total") == retries
+    wait_drained(stack.bootstrap, pipeline_groups(topics))
     assert scalar(db_url, "SELECT count(*) FROM attempts") == before + 1
     # A successful replay delivers the same delivery id and the same bytes.
     receiver.behaviour["ep"].status = 200
@@ -160,7 +175,9 @@ def test_dispatcher_killed_during_retries_loses_nothing(
     wait_until(lambda: scalar(db_url, "SELECT count(*) FROM attempts WHERE outcome"
                                       " = 'retry'") == 20, 30, message="first attempts failed")
     p["dispatcher"].kill()  # the retries now wait in the delay tiers, their consumer is gone
-    time.sleep(1.0)
+    # Down until every retry is due: they come back to no dispatcher at all.
+    wait_until(lambda: scalar(db_url, "SELECT bool_and(next_attempt_at < now())"
+                                      " FROM deliveries"), 30, message="every retry due")
     p["dispatcher"].start().wait_healthy()
     wait_until(lambda: scalar(db_url, "SELECT count(*) FROM deliveries WHERE status"
                                       " = 'delivered'") == 20, 60, message="all delivered")

@@ -3,15 +3,15 @@ receiver on loopback that verifies every signature. The three services are proce
 
 from __future__ import annotations
 
-import time
-
 import psycopg
 
 from hookstream.harness import Pipeline
 from hookstream.outbox import write_event
 from hookstream.receiver import Behaviour, Receiver
+from hookstream.topics import Topics
+from tests.conftest import Stack
 from tests.e2e.conftest import add_endpoint
-from tests.helpers import query, scalar, wait_until
+from tests.helpers import end_offsets, pipeline_groups, query, scalar, wait_drained, wait_until
 
 
 def _endpoint(db_url: str, receiver: Receiver, name: str, tenant: str, types: list[str],
@@ -71,21 +71,26 @@ def test_events_reach_exactly_the_subscribed_endpoints(
 
 
 def test_relay_publishing_an_event_twice_creates_no_extra_delivery(
-        db_url: str, receiver: Receiver, pipeline: Pipeline) -> None:
+        stack: Stack, db_url: str, topics: Topics, receiver: Receiver,
+        pipeline: Pipeline) -> None:
     ep = _endpoint(db_url, receiver, "a", "acme", ["*"])
     with psycopg.connect(db_url) as conn:
         event_id = write_event(conn, tenant="acme", type="invoice.paid", payload={"x": 1})
     wait_until(lambda: scalar(db_url, "SELECT status FROM deliveries") == "delivered", 30,
                message="first delivery")
+    first = end_offsets(stack.bootstrap, [topics.events])
     # The relay's crash window: published to Kafka but not marked. Simulate by un-marking
     # the row so the relay publishes it a second time.
     with psycopg.connect(db_url) as conn:
         conn.execute("UPDATE outbox SET published_at = NULL WHERE event_id = %s", (event_id,))
     wait_until(lambda: scalar(db_url, "SELECT published_at IS NOT NULL FROM outbox"), 30,
                message="second publication")
-    # Give the duplicate time to travel through fanout and the dispatcher.
-    wait_until(lambda: scalar(db_url, "SELECT count(*) FROM events") == 1, 10)
-    time.sleep(3)
+    second = end_offsets(stack.bootstrap, [topics.events])
+    assert sum(second.values()) == sum(first.values()) + 1  # the duplicate is in Kafka
+    # The fanout has processed the duplicate (its offset is committed only after rows and
+    # tasks are durable), and the dispatcher whatever task that produced.
+    wait_drained(stack.bootstrap, pipeline_groups(topics))
+    assert scalar(db_url, "SELECT count(*) FROM events") == 1
     rows = query(db_url, "SELECT endpoint_id::text, status, attempts FROM deliveries")
     assert rows == [(ep, "delivered", 1)]
     assert len(receiver.arrivals) == 1

@@ -33,6 +33,7 @@ from hookstream.api.operations import Operations
 from hookstream.api.tasks import TaskSink, now_utc, replay_tasks
 from hookstream.endpoints import STATUSES
 from hookstream.kafka import BrokerUnavailable
+from hookstream.observability import at_zero
 from hookstream.settings import ApiSettings
 from hookstream.topics import Topics
 
@@ -44,14 +45,21 @@ POOL_TIMEOUT_S = 5.0
 MAX_BODY_BYTES = 1024 * 1024
 
 
+# `kind` of hookstream_api_replays_total: one delivery, or an endpoint's replay/recover
+REPLAY_KINDS = ("single", "replay", "recover")
+
+
 class ApiMetrics:
     def __init__(self, registry: CollectorRegistry):
-        self.requests = Counter(
+        # Published at 0 from the start: every response the OpenAPI document promises
+        # (bounded: a handful per route), each replay kind.
+        self.requests = at_zero(Counter(
             "hookstream_api_requests_total", "Control-plane API requests",
-            ["method", "route", "status"], registry=registry)
-        self.replays = Counter(
+            ["method", "route", "status"], registry=registry), documented_responses())
+        self.replays = at_zero(Counter(
             "hookstream_api_replays_total",
-            "Deliveries set back to pending for a manual replay", ["kind"], registry=registry)
+            "Deliveries set back to pending for a manual replay", ["kind"], registry=registry),
+            REPLAY_KINDS)
 
 
 @dataclass
@@ -474,6 +482,14 @@ async def revoke_key(c: Ctx) -> web.Response:
 def openapi_document() -> bytes:
     text = (resources.files("hookstream.api") / "openapi.yaml").read_text("utf-8")
     return orjson.dumps(yaml.safe_load(text))
+
+
+def documented_responses() -> list[tuple[str, str, str]]:
+    """(method, route, status) of every response in the OpenAPI document."""
+    paths = orjson.loads(openapi_document())["paths"]
+    return [(method.upper(), path, str(status)) for path, item in paths.items()
+            for method, op in item.items() if method != "parameters"
+            for status in op.get("responses", {})]
 
 
 async def openapi(_request: web.Request) -> web.Response:
