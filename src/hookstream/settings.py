@@ -44,6 +44,9 @@ OTHER_ENV_NAMES: frozenset[str] = frozenset({
     "HOOKSTREAM_PG_BINDIR",  # localstack.postgres: where initdb and pg_ctl are
     "HOOKSTREAM_EXTERNAL_DATABASE_URL",  # localstack.postgres: use this server, start none
     "HOOKSTREAM_BENCH_PROFILE",  # benchmarks/dispatcher.py: attach py-spy
+    # tests/e2e/fakedns: a test-only resolver override loaded into the dispatcher process
+    # by the SSRF test (names → loopback, without touching the machine's resolver).
+    "HOOKSTREAM_TEST_DNS",
 })
 
 
@@ -154,7 +157,9 @@ def check_environment(environ: Mapping[str, str] | None = None) -> None:
 
 
 def _unknown_message(name: str, raw: str, known: set[str]) -> str:
-    message = f"{name}={raw!r} is not a hookstream setting"
+    # The value is left out: a misspelt database URL variable would print its password.
+    del raw
+    message = f"{name} is not a hookstream setting"
     # Compared without the prefix every name shares, which would make any two look alike.
     nearest = difflib.get_close_matches(
         name.removeprefix(PREFIX), sorted(k.removeprefix(PREFIX) for k in known), n=1)

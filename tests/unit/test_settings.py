@@ -216,14 +216,14 @@ def test_the_lease_is_accepted_exactly_when_it_outlives_deadline_and_margin(
 def test_an_unknown_variable_is_refused_with_the_nearest_name() -> None:
     with pytest.raises(SettingsError) as exc:
         from_env(DispatcherSettings, {PREFIX + "REQUEST_TIMEOUT": "5"})
-    assert str(exc.value) == (f"{PREFIX}REQUEST_TIMEOUT='5' is not a hookstream setting;"
+    assert str(exc.value) == (f"{PREFIX}REQUEST_TIMEOUT is not a hookstream setting;"
                               " did you mean HOOKSTREAM_REQUEST_TIMEOUT_S?")
 
 
 def test_an_unknown_variable_without_a_near_name_is_refused_without_a_guess() -> None:
     with pytest.raises(SettingsError) as exc:
         from_env(RelaySettings, {PREFIX + "QQQQ": "1"})
-    assert str(exc.value) == f"{PREFIX}QQQQ='1' is not a hookstream setting"
+    assert str(exc.value) == f"{PREFIX}QQQQ is not a hookstream setting"
 
 
 def test_every_unknown_variable_is_named_on_one_line() -> None:
@@ -282,7 +282,7 @@ def test_a_name_with_one_character_changed_is_refused_suggesting_the_original(
     assume(not any(_one_substitution_apart(typo, other) for other in known - {name}))
     with pytest.raises(SettingsError) as exc:
         from_env(CommonSettings, {typo: "1"})
-    assert str(exc.value) == f"{typo}='1' is not a hookstream setting; did you mean {name}?"
+    assert str(exc.value) == f"{typo} is not a hookstream setting; did you mean {name}?"
 
 
 # -- every HOOKSTREAM_* name the tree mentions is one some component reads ---------------------
@@ -345,7 +345,7 @@ def test_a_service_refuses_an_unknown_variable_in_one_line(
     monkeypatch.setenv(PREFIX + "RELAY_HTTP_PROT", "9101")
     assert run_service("relay", RelaySettings, _must_not_run, lambda s: s.http_port) == 2
     out = capsys.readouterr().out
-    assert out == (f"hookstream relay: configuration error: {PREFIX}RELAY_HTTP_PROT='9101'"
+    assert out == (f"hookstream relay: configuration error: {PREFIX}RELAY_HTTP_PROT"
                    " is not a hookstream setting; did you mean HOOKSTREAM_RELAY_HTTP_PORT?\n")
 
 
@@ -372,7 +372,7 @@ def test_the_cli_refuses_an_unknown_variable_in_one_line(
     code = _exit_code(lambda: cli_main(argv))
     err = capsys.readouterr().err
     assert code == 2
-    assert err == (f"hookstream: configuration error: {PREFIX}STACK_PG_PRT='55432' is not a"
+    assert err == (f"hookstream: configuration error: {PREFIX}STACK_PG_PRT is not a"
                    " hookstream setting; did you mean HOOKSTREAM_STACK_PG_PORT?\n")
 
 
