@@ -123,7 +123,10 @@ def env(stack: Stack, template_db: str, tmp_path_factory: pytest.TempPathFactory
     thread = ReceiverThread(receiver).start()
     pipeline = Pipeline(pipeline_env(
         database_url=db_url, bootstrap=stack.bootstrap, topic_prefix=topics.prefix,
-        allow_private_targets="true", lag_sample_interval_s="1", db_metrics_interval_s="1"),
+        allow_private_targets="true", lag_sample_interval_s="1", db_metrics_interval_s="1",
+        # The lost task below must stay lost for the gauges to show it: the sweeper (which
+        # would re-queue it after 120 s) waits an hour here.
+        sweep_after_s="3600"),
         work / "logs")
     prometheus: PrometheusServer | None = None
     try:
