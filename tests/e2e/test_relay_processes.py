@@ -34,7 +34,7 @@ def _published_total(relay: ServiceProcess) -> float:
     return float(found.group(1))
 
 
-def test_relay_notify_wakes_it_within_milliseconds(
+def test_relay_notify_wakes_it_long_before_its_poll(
         stack: Stack, db_url: str, topics: Topics, log_dir: Path) -> None:
     # A 60 s poll interval: only the NOTIFY of the commit can explain a fast publication.
     relay = _relay(stack, db_url, topics, log_dir / "relay.log", relay_poll_interval_s="60")
@@ -51,12 +51,14 @@ def test_relay_notify_wakes_it_within_milliseconds(
                     (e,)), 10, interval_s=0.005, message="published")
                 latencies.append(time.monotonic() - committed)
                 time.sleep(0.3)
-        # Observed from outside (a 5 ms polling loop plus a Kafka round trip): well under
-        # a second, and nowhere near the 60 s poll.
-        assert max(latencies) < 0.5, latencies
+        # Only the NOTIFY can explain a publication before the 60 s poll; the bound is
+        # generous on purpose (two shared cores also run Kafka and PostgreSQL). How fast
+        # the relay publishes under load (outbox commit → published, p50/p99) is measured
+        # by benchmarks/pipeline.py, not asserted here.
+        assert max(latencies) < 10.0, latencies
         server_side = query(db_url, "SELECT extract(epoch FROM published_at - created_at)"
                                     " FROM outbox")
-        assert all(float(s) < 0.25 for (s,) in server_side), server_side
+        assert all(float(s) < 10.0 for (s,) in server_side), server_side
     finally:
         stop_cleanly(relay)
 

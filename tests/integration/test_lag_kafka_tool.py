@@ -113,8 +113,10 @@ def test_lag_seconds_is_the_age_of_the_record_at_the_committed_offset(
         stack: Stack, topics: Topics) -> None:
     topic, group = topics.events, f"lag-test-{uuid.uuid4().hex[:8]}"
     now_ms = int(time.time() * 1000)
-    # partition 0: records written 300 s, 299 s, ... ago; partition 1: caught up
-    stamps = {0: [now_ms - (300 - i) * 1000 for i in range(10)], 1: [now_ms] * 3}
+    # partition 0: records written 300 s, 290 s, ... ago (10 s apart, so reading the
+    # record next to the right one is 10 s off: well outside the tolerance below, which
+    # only absorbs the time between the scrape and this test's clock); 1: caught up
+    stamps = {0: [now_ms - (300 - 10 * i) * 1000 for i in range(10)], 1: [now_ms] * 3}
     _produce(stack.bootstrap, topic, {0: 10, 1: 3}, stamps)
     _commit(stack.bootstrap, group, {(topic, 0): 4, (topic, 1): 3})
 
@@ -126,7 +128,7 @@ def test_lag_seconds_is_the_age_of_the_record_at_the_committed_offset(
         collector.sampler.stop()
     age = exported[("kafka_consumergroup_lag_seconds", topic, 0)]
     expected = time.time() - stamps[0][4] / 1000  # the first record not consumed: offset 4
-    assert abs(age - expected) < 2.0, (age, expected)
+    assert abs(age - expected) < 3.0, (age, expected)
     assert exported[("kafka_consumergroup_lag_seconds", topic, 1)] == 0.0
 
 
@@ -138,7 +140,9 @@ def test_a_scrape_does_not_wait_on_an_unreachable_broker() -> None:
         for _ in range(3):
             started = time.monotonic()
             exported, other = _scrape(collector)
-            assert time.monotonic() - started < 0.5
+            # Waiting on the broker would take the sampler's 5 s Kafka timeout; the bound
+            # is generous on purpose (shared cores), a scrape takes milliseconds.
+            assert time.monotonic() - started < 2.0
             assert not exported  # no lag series rather than made-up zeros
         wait_until(lambda: collector.sampler.errors >= 1, 15, message="a failed sample")
         _, other = _scrape(collector)

@@ -114,7 +114,8 @@ def test_a_scrape_never_waits_for_a_sample_in_progress() -> None:
     try:
         started = time.monotonic()
         got = _samples(registry)
-        assert time.monotonic() - started < 0.5
+        # Waiting for the sample would take its 10 s; generous on purpose (shared cores).
+        assert time.monotonic() - started < 2.0
         # nothing sampled yet: no lag series (not zeros), and the health says so
         assert not any(name.startswith("kafka_") for name, _ in got)
         assert got[("hookstream_sampler_last_success_timestamp_seconds",
