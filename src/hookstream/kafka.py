@@ -112,12 +112,6 @@ def delete_topics(bootstrap: str, names: Iterable[str], timeout_s: float = 30.0)
                 raise
 
 
-def flush_or_raise(producer: Producer, timeout_s: float) -> None:
-    remaining = producer.flush(timeout_s)
-    if remaining:
-        raise BrokerUnavailable(f"{remaining} records not acknowledged within {timeout_s}s")
-
-
 def warm_group_coordinator(bootstrap: str, topic: str, timeout_s: float = 60.0) -> float:
     """Make a fresh broker's group coordinator ready before services and tests use it.
 
