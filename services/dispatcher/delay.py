@@ -11,7 +11,11 @@ librdkafka — which would make every release that late.)
 
 A released record goes back to the deliveries topic when it is due (same key, so the
 same dispatcher and token bucket), or hops to the tier that fits the time still to
-wait. Offsets are committed only after the hand-on was acknowledged.
+wait. A partition's offset is committed only after every record handed on up to it was
+acknowledged (its own delivery report; the failed ones are published again). A failed
+round (broker away, a commit refused) is read again from the first uncommitted record;
+the consumer is rebuilt when it cannot seek. Nothing here makes the thread exit on an
+outage; if it dies of a bug it stops the dispatcher, so nothing is stranded silently.
 """
 
 from __future__ import annotations
@@ -22,11 +26,21 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import Message
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from hookstream.codec import CodecError, DeliveryTask
-from hookstream.kafka import consumer_config, flush_or_raise, new_producer
+from hookstream.kafka import (
+    TP,
+    Failed,
+    GroupConsumer,
+    KafkaPermanent,
+    KafkaTransient,
+    Publisher,
+    Record,
+    consumer_config,
+    publish_until_acked_sync,
+)
 from hookstream.policy.tiers import Tiers
 from hookstream.topics import Topics
 
@@ -36,6 +50,7 @@ MAX_HELD = 1000
 # A paused partition is resumed this long before its head is due, so what follows the
 # head is fetched by then (a resume costs a fetch round, 0.2-0.7 s measured).
 PREFETCH_S = 1.5
+MAX_BACKOFF_S = 5.0
 
 
 @dataclass(slots=True)
@@ -43,6 +58,16 @@ class Held:
     msg: Message
     task: DeliveryTask | None
     release_at: float
+
+
+@dataclass(slots=True)
+class HandOn:
+    """A released record on its way: where it goes, and what to count once acknowledged."""
+
+    record: Record
+    tier: str
+    to: str
+    late_s: float | None
 
 
 class DelayMetrics:
@@ -65,6 +90,10 @@ class DelayMetrics:
         self.errors = Counter(
             "hookstream_delay_errors_total", "Failures of the delay-tier consumer", ["kind"],
             registry=registry)
+        self.healthy = Gauge(
+            "hookstream_delay_healthy",
+            "1 while the delay-tier consumer runs and forwards, 0 while it cannot (broker "
+            "away, records not acknowledged) or has died", registry=registry)
 
 
 class DelayForwarder:
@@ -73,14 +102,25 @@ class DelayForwarder:
         self.topics = topics
         self.tiers = tiers
         self.metrics = DelayMetrics(registry)
+        self.metrics.healthy.set_function(lambda: 1.0 if self.healthy else 0.0)
         self.stop = stop
         self.bootstrap = bootstrap
         self.group_id = group_id
-        self.producer = new_producer(bootstrap, "hookstream-delay")
-        self.healthy = True
-        self._held: dict[tuple[str, int], deque[Held]] = {}
-        self._paused: set[tuple[str, int]] = set()
+        self.publisher = Publisher(bootstrap, "hookstream-delay")
+        self.consumer: GroupConsumer | None = None
+        self.last_error: str | None = None
+        self._ok = True
+        self._died = False
+        self._held: dict[TP, deque[Held]] = {}
+        self._paused: set[TP] = set()
         self._thread = threading.Thread(target=self._run, name="delay", daemon=True)
+
+    @property
+    def healthy(self) -> bool:
+        """Its thread runs, its last round went through, and the broker answers."""
+        consumer = self.consumer
+        return (self._ok and not self._died
+                and (consumer is None or consumer.reachable))
 
     def start(self) -> DelayForwarder:
         self._thread.start()
@@ -90,45 +130,63 @@ class DelayForwarder:
         self._thread.join(timeout)
 
     def _run(self) -> None:
-        consumer = Consumer(consumer_config(self.bootstrap, self.group_id, "hookstream-delay"))
-        consumer.subscribe(self.tiers.topics, on_revoke=self._forget, on_lost=self._forget)
+        try:
+            self._loop()
+        except BaseException as exc:
+            # A bug, not an outage: a dead forwarder would strand every retry while the
+            # dispatcher looks fine. Stop the process so its supervisor restarts it.
+            self._died, self.last_error = True, f"delay forwarder died: {exc!r}"
+            log.exception("delay forwarder died; stopping the dispatcher")
+            self.stop.set()
+
+    def _loop(self) -> None:
+        consumer = self.consumer = GroupConsumer(
+            consumer_config(self.bootstrap, self.group_id, "hookstream-delay"),
+            self.tiers.topics, on_revoke=self._forget, on_lost=self._forget)
+        backoff_s = 0.5
         try:
             while not self.stop.is_set():
                 try:
                     self._round(consumer)
-                    self.healthy = True
-                except (KafkaException, RuntimeError) as exc:
-                    self.healthy = False
+                    self._ok, self.last_error = True, None
+                    backoff_s = 0.5
+                except (KafkaTransient, KafkaPermanent) as exc:
+                    self._ok, self.last_error = False, str(exc)
                     self.metrics.errors.labels("kafka").inc()
-                    log.warning("delay round failed", extra={"error": str(exc)})
-                    self._rewind(consumer)
-                    self.stop.wait(1.0)
+                    log.warning("delay round failed; reading it again",
+                                extra={"error": str(exc), "backoff_s": backoff_s})
+                    self._recover(consumer, exc)
+                    self.stop.wait(backoff_s)
+                    backoff_s = min(backoff_s * 2, MAX_BACKOFF_S)
         finally:
             consumer.close()
-            self.producer.flush(10)
+            self.publisher.close()
 
-    def _forget(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _forget(self, partitions: list[TP]) -> None:
         # Unacknowledged, uncommitted: the next owner reads these records again.
         for tp in partitions:
-            self._held.pop((tp.topic, tp.partition), None)
-            self._paused.discard((tp.topic, tp.partition))
+            self._held.pop(tp, None)
+            self._paused.discard(tp)
 
-    def _rewind(self, consumer: Consumer) -> None:
-        # Nothing of the failed round was committed: read it again from the committed offsets.
+    def _recover(self, consumer: GroupConsumer, failure: Exception) -> None:
+        # Nothing of the failed round was committed: drop what is held and read it again
+        # from the first uncommitted record of each partition.
         self._held.clear()
-        try:
-            assigned = consumer.assignment()
-            if assigned:
-                consumer.resume(assigned)
-                self._paused.clear()
-                for tp in consumer.committed(assigned, timeout=10):
-                    if tp.offset >= 0:
-                        consumer.seek(tp)
-        except KafkaException as exc:
-            log.warning("delay rewind failed", extra={"error": str(exc)})
+        paused, self._paused = list(self._paused), set()
+        if paused and not isinstance(failure, KafkaPermanent):
+            try:
+                consumer.resume(paused)
+            except (KafkaTransient, KafkaPermanent) as exc:
+                failure = KafkaPermanent(f"resume: {exc}")
+        consumer.recover(failure)
 
-    def _round(self, consumer: Consumer) -> None:
-        commits = self._release(time.time())
+    def _round(self, consumer: GroupConsumer) -> None:
+        # What is due goes on first, acknowledged and committed before the next wait: a
+        # record released here never waits out the consume timeout below.
+        released, offsets = self._release(time.time())
+        if released:
+            self._publish(released)
+            consumer.commit(offsets)
         self._flow_control(consumer, time.time())
         heads = [buf[0].release_at for buf in self._held.values() if buf]
         timeout = 0.5
@@ -136,19 +194,28 @@ class DelayForwarder:
             timeout = max(0.005, min(timeout, min(heads) - time.time()))
         self.metrics.paused.set(len(self._paused))
         self.metrics.head_wait.set(max(0.0, min(heads) - time.time()) if heads else 0.0)
-        for msg in consumer.consume(500, timeout=timeout):
-            err = msg.error()
-            if err is not None:
-                if err.code() != KafkaError._PARTITION_EOF:
-                    raise KafkaException(err)
-                continue
+        for msg in consumer.consume(500, timeout):
             tp = (msg.topic(), msg.partition())
             self._held.setdefault(tp, deque()).append(self._hold(msg))
-        commits.update(self._release(time.time()))
-        if commits:
-            flush_or_raise(self.producer, 30)
-            consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in commits.items()],
-                            asynchronous=False)
+
+    def _publish(self, released: list[HandOn]) -> None:
+        """Every record acknowledged, one by one (the failed ones republished), before
+        any offset moves past it; only a stop gives up (nothing is committed then)."""
+        if not publish_until_acked_sync(
+                self.publisher, [h.record for h in released], on_failure=self._publish_failed,
+                give_up=self.stop.is_set, sleep=self.stop.wait):
+            raise KafkaTransient(f"stopping with {len(released)} records not acknowledged")
+        for h in released:
+            self.metrics.forwarded.labels(h.tier, h.to).inc()
+            if h.late_s is not None:
+                self.metrics.lateness.observe(h.late_s)
+
+    def _publish_failed(self, failed: list[Failed]) -> None:
+        self._ok = False
+        self.last_error = f"kafka: {len(failed)} records not acknowledged ({failed[0].error})"
+        self.metrics.errors.labels("kafka").inc()
+        log.warning("hand-on failed; republishing the failed records",
+                    extra={"count": len(failed), "first": failed[0].error})
 
     def _hold(self, msg: Message) -> Held:
         _, ts_ms = msg.timestamp()
@@ -159,36 +226,36 @@ class DelayForwarder:
             task = None  # handed on (to the dead-letter topic) at once
         return Held(msg, task, release_at)
 
-    def _release(self, now: float) -> dict[tuple[str, int], int]:
-        commits: dict[tuple[str, int], int] = {}
+    def _release(self, now: float) -> tuple[list[HandOn], dict[TP, int]]:
+        released: list[HandOn] = []
+        offsets: dict[TP, int] = {}
         for tp, buf in self._held.items():
             while buf and buf[0].release_at <= now:
                 held = buf.popleft()
-                self._hand_on(held, now)
-                commits[tp] = held.msg.offset() + 1
-        return commits
+                released.append(self._hand_on(held, now))
+                offsets[tp] = held.msg.offset() + 1
+        return released, offsets
 
-    def _flow_control(self, consumer: Consumer, now: float) -> None:
+    def _flow_control(self, consumer: GroupConsumer, now: float) -> None:
         for tp, buf in self._held.items():
             wait = (buf[0].release_at - now) if buf else 0.0
             should_pause = len(buf) >= MAX_HELD or wait > PREFETCH_S
             if should_pause and tp not in self._paused:
-                consumer.pause([TopicPartition(*tp)])
+                consumer.pause([tp])
                 self._paused.add(tp)
             elif not should_pause and tp in self._paused:
-                consumer.resume([TopicPartition(*tp)])
+                consumer.resume([tp])
                 self._paused.discard(tp)
 
-    def _hand_on(self, held: Held, now: float) -> None:
+    def _hand_on(self, held: Held, now: float) -> HandOn:
         msg, task = held.msg, held.task
         tier = msg.topic().rsplit(".", 1)[-1]
         if task is None:
             log.error("undecodable record in a delay tier; sent to the dead-letter topic",
                       extra={"topic": msg.topic(), "offset": msg.offset()})
-            self.producer.produce(self.topics.dead, key=msg.key() or b"", value=msg.value(),
-                                  headers=[("hookstream-reason", b"undecodable delay record")])
-            self.metrics.forwarded.labels(tier, "dead").inc()
-            return
+            return HandOn(Record(self.topics.dead, msg.key() or b"", msg.value() or b"",
+                                 headers=[("hookstream-reason", b"undecodable delay record")]),
+                          tier, "dead", None)
         remaining = task.due_at.timestamp() - now
         # The last stretch, shorter than any tier, is waited out by the dispatcher, which
         # holds the task in memory until its exact due time: waiting here would make the
@@ -196,9 +263,7 @@ class DelayForwarder:
         # back into one burst; one more hop would add a whole tier.
         hop = None if remaining <= self.tiers.delays_s[0] else self.tiers.route(remaining)
         if hop is None:
-            self.producer.produce(self.topics.deliveries, key=msg.key(), value=msg.value())
-            self.metrics.lateness.observe(max(0.0, -remaining))
-            self.metrics.forwarded.labels(tier, "deliveries").inc()
-        else:
-            self.producer.produce(self.tiers.topic(hop), key=msg.key(), value=msg.value())
-            self.metrics.forwarded.labels(tier, "tier").inc()
+            return HandOn(Record(self.topics.deliveries, msg.key(), msg.value() or b""),
+                          tier, "deliveries", max(0.0, -remaining))
+        return HandOn(Record(self.tiers.topic(hop), msg.key(), msg.value() or b""),
+                      tier, "tier", None)

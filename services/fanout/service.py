@@ -13,15 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Message,
-    Producer,
-    TopicPartition,
-)
+from confluent_kafka import Message
 from hookstream.fanout.plan import Audience, plan
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
@@ -29,11 +21,15 @@ from hookstream import queries
 from hookstream.codec import CodecError, EventEnvelope
 from hookstream.fastcodec import encode_new_task
 from hookstream.kafka import (
-    BrokerUnavailable,
+    TP,
+    Failed,
+    GroupConsumer,
+    KafkaPermanent,
+    KafkaTransient,
+    Publisher,
+    Record,
     consumer_config,
-    flush_or_raise,
-    new_producer,
-    produce,
+    publish_until_acked_sync,
 )
 from hookstream.observability import at_zero
 from hookstream.settings import FanoutSettings
@@ -109,30 +105,45 @@ class Fanout:
         self.settings = settings
         self.topics = Topics(settings.topic_prefix)
         self.metrics = FanoutMetrics(registry)
-        self.producer: Producer = new_producer(settings.kafka_bootstrap, "hookstream-fanout")
+        self.publisher = Publisher(settings.kafka_bootstrap, "hookstream-fanout")
         self.stop = threading.Event()
-        self.healthy = False
-        self.last_error: str | None = None
-        self._delivery_failed = False
+        self.consumer: GroupConsumer | None = None
+        self._ok = False
+        self._error: str | None = None
+
+    @property
+    def healthy(self) -> bool:
+        """Connected, the last batch went through, and the broker answers."""
+        return self._ok and self.consumer is not None and self.consumer.reachable
+
+    @property
+    def last_error(self) -> str | None:
+        if self.consumer is not None and not self.consumer.reachable:
+            return self.consumer.last_error
+        return self._error
+
+    def _status(self, error: str | None) -> None:
+        self._ok, self._error = error is None, error
 
     # -- one batch: decoded events in, rows and tasks out ----------------------------
     def process(self, conn: psycopg.Connection[Any], messages: list[Message]) -> BatchResult:
         started = time.monotonic()
         envelopes: list[EventEnvelope] = []
-        undecodable = 0
+        dead: list[Record] = []
         for msg in messages:
             try:
                 envelopes.append(EventEnvelope.decode(msg.value() or b""))
             except CodecError as exc:
-                undecodable += 1
-                self._to_dead_letter(msg, f"undecodable event record: {exc}")
+                dead.append(self._dead_letter(msg, f"undecodable event record: {exc}"))
+        # Before the offsets move past them, the dead letters must be durable too.
+        self._publish(dead)
+        undecodable = len(dead)
         # The same event twice in one batch (relay retry) is one event.
         unique = list({e.event_id: e for e in envelopes}.values())
         accepted, again, conflicts = self._store_events(conn, unique) if unique else ([], set(), 0)
         result = BatchResult(len(unique), 0, 0, conflicts, undecodable)
         if accepted:
             self._fan_out(conn, accepted, again, result)
-        flush_or_raise(self.producer, 30)
         now = datetime.now(UTC)
         elapsed = time.monotonic() - started
         for e in accepted:
@@ -181,7 +192,8 @@ class Fanout:
     def _fan_out(self, conn: psycopg.Connection[Any], events: list[EventEnvelope],
                  again: set[uuid.UUID], result: BatchResult) -> None:
         """Delivery rows and tasks, in statements of bounded size (plan.py). Each
-        statement commits on its own and its tasks are produced right after, so memory
+        statement commits on its own and its tasks are published (and acknowledged, every
+        one) right after, so memory
         holds one statement's rows; a crash half way leaves committed rows behind,
         which the next pass over the event (offsets were not committed) keeps and
         completes — see create_deliveries."""
@@ -220,95 +232,78 @@ class Fanout:
             self.metrics.statement_rows.observe(len(rows))
             # A row superseded in the same transaction needs no task (it can never be
             # claimed); rows superseded from earlier batches already had theirs.
-            for (delivery_id, event_id, endpoint_id, key, tenant, lease_version,
-                 _ck, _created) in rows:
-                if delivery_id in superseded:
-                    continue
-                value = encode_new_task(delivery_id, event_id, endpoint_id, tenant, due_us,
-                                        committed_us[event_id], lease_version)
-                self._produce(topic, key, value)
-                result.tasks += 1
-            self.producer.poll(0)  # serve delivery reports as we go
+            tasks = [
+                Record(topic, key, encode_new_task(delivery_id, event_id, endpoint_id, tenant,
+                                                   due_us, committed_us[event_id],
+                                                   lease_version))
+                for (delivery_id, event_id, endpoint_id, key, tenant, lease_version,
+                     _ck, _created) in rows if delivery_id not in superseded]
+            self._publish(tasks)
+            result.tasks += len(tasks)
 
-    def _produce(self, topic: str, key: bytes, value: bytes, headers: Any = None) -> None:
-        produce(self.producer, topic, key, value, headers=headers, on_delivery=self._on_delivery)
+    def _publish(self, records: list[Record]) -> None:
+        """Publish until every record is acknowledged, republishing exactly the failed
+        ones; only a stop gives up (raising: the batch is not committed)."""
+        if records and not publish_until_acked_sync(
+                self.publisher, records, on_failure=self._publish_failed,
+                give_up=self.stop.is_set, sleep=self.stop.wait):
+            raise KafkaTransient(f"stopping with {len(records)} records not acknowledged")
 
-    def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
-        if err is not None:
-            self._delivery_failed = True
-            log.error("task produce failed", extra={"error": str(err)})
+    def _publish_failed(self, failed: list[Failed]) -> None:
+        self._status(f"kafka: {len(failed)} records not acknowledged ({failed[0].error})")
+        self.metrics.errors.labels("broker").inc()
+        log.error("publish failed; retrying the failed records",
+                  extra={"count": len(failed), "first": failed[0].error})
 
-    def _to_dead_letter(self, msg: Message, reason: str) -> None:
+    def _dead_letter(self, msg: Message, reason: str) -> Record:
         log.error("event record sent to the dead-letter topic",
                   extra={"reason": reason, "partition": msg.partition(), "offset": msg.offset()})
-        self._produce(self.topics.dead, msg.key() or b"", msg.value() or b"", headers=[
+        return Record(self.topics.dead, msg.key() or b"", msg.value() or b"", headers=[
             ("hookstream-reason", reason.encode()),
             ("hookstream-source", f"{msg.topic()}/{msg.partition()}/{msg.offset()}".encode()),
         ])
 
     # -- the loop --------------------------------------------------------------------
     def run(self) -> None:
-        consumer = Consumer(consumer_config(
-            self.settings.kafka_bootstrap, self.settings.group_id, "hookstream-fanout"))
-        consumer.subscribe([self.topics.events])
+        """Never exits on its own for an outage: a failed batch is read again (the
+        consumer rewound, or rebuilt when it cannot be), after a capped backoff."""
+        consumer = self.consumer = GroupConsumer(
+            consumer_config(self.settings.kafka_bootstrap, self.settings.group_id,
+                            "hookstream-fanout"), [self.topics.events])
         backoff_s = 0.5
         try:
             while not self.stop.is_set():
                 try:
                     self._run_connected(consumer)
-                except (*DB_ERRORS, BrokerUnavailable, KafkaException) as exc:
-                    self.healthy, self.last_error = False, str(exc)
+                except (*DB_ERRORS, KafkaTransient, KafkaPermanent) as exc:
+                    self._status(str(exc))
                     kind = "database" if isinstance(exc, DB_ERRORS) else "broker"
                     self.metrics.errors.labels(kind).inc()
                     log.warning("fanout batch failed; rewinding and backing off",
                                 extra={"error": str(exc), "backoff_s": backoff_s})
-                    self._rewind(consumer)
+                    # Nothing of the failed batch was committed: it is read again.
+                    consumer.recover(exc)
                     self.stop.wait(backoff_s)
                     backoff_s = min(backoff_s * 2, self.settings.max_backoff_s)
                 else:
                     backoff_s = 0.5
         finally:
             consumer.close()  # leaves the group at once; nothing uncommitted is claimed done
-            self.producer.flush(10)
+            self.publisher.close()
 
-    def _rewind(self, consumer: Consumer) -> None:
-        # The failed batch was not committed: seek every assigned partition back to its
-        # committed offset so the batch is processed again instead of skipped.
-        try:
-            assigned = consumer.assignment()
-            if assigned:
-                for tp in consumer.committed(assigned, timeout=10):
-                    if tp.offset >= 0:
-                        consumer.seek(tp)
-                    else:
-                        consumer.seek(TopicPartition(tp.topic, tp.partition, OFFSET_BEGINNING))
-        except KafkaException as exc:
-            log.warning("rewind failed; leaving the group to restart cleanly",
-                        extra={"error": str(exc)})
-            raise
-
-    def _run_connected(self, consumer: Consumer) -> None:
+    def _run_connected(self, consumer: GroupConsumer) -> None:
         with psycopg.connect(self.settings.database_url, autocommit=True,
                              connect_timeout=10) as conn:
-            self.healthy, self.last_error = True, None
+            self._status(None)
             while not self.stop.is_set():
-                messages = consumer.consume(self.settings.batch_size, timeout=0.5)
-                batch = []
-                for msg in messages:
-                    err = msg.error()
-                    if err is None:
-                        batch.append(msg)
-                    elif err.code() != KafkaError._PARTITION_EOF:
-                        raise KafkaException(err)
+                batch = consumer.consume(self.settings.batch_size, timeout_s=0.5)
                 if not batch:
                     continue
                 started = time.monotonic()
-                self._delivery_failed = False
                 result = self.process(conn, batch)
-                if self._delivery_failed:
-                    raise BrokerUnavailable("some delivery tasks were not acknowledged")
                 # Only now are rows and tasks durable: commit the consumed offsets.
-                consumer.commit(asynchronous=False, offsets=_next_offsets(batch))
+                consumer.commit(_next_offsets(batch))
+                self._status(None)
                 self.metrics.batch_seconds.observe(time.monotonic() - started)
                 self.metrics.events.labels("fanned_out").inc(result.events - result.conflicts)
                 self.metrics.events.labels("conflict").inc(result.conflicts)
@@ -318,9 +313,9 @@ class Fanout:
                 self.metrics.coalesced.inc(result.coalesced)
 
 
-def _next_offsets(messages: list[Message]) -> list[TopicPartition]:
-    highest: dict[tuple[str, int], int] = {}
+def _next_offsets(messages: list[Message]) -> dict[TP, int]:
+    highest: dict[TP, int] = {}
     for m in messages:
         key = (m.topic(), m.partition())
         highest[key] = max(highest.get(key, -1), m.offset())
-    return [TopicPartition(t, p, o + 1) for (t, p), o in highest.items()]
+    return {tp: o + 1 for tp, o in highest.items()}

@@ -23,11 +23,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from hookstream.relay.validate import (
     REASON_CATEGORIES,
     broker_rejection_reason,
@@ -38,7 +37,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from hookstream import queries
 from hookstream.fastcodec import encode_envelope
-from hookstream.kafka import BrokerUnavailable, new_producer
+from hookstream.kafka import BrokerUnavailable, Failed, KafkaTransient, Publisher, Record
 from hookstream.observability import at_zero
 from hookstream.settings import RelaySettings
 from hookstream.topics import Topics
@@ -49,8 +48,14 @@ NOTIFY_CHANNEL = "hookstream_outbox"
 # Errors of the database connection: the loop reconnects. InterfaceError is what psycopg
 # raises on a connection the server already closed (a restart between two statements).
 DB_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError)
-BROKER_ERRORS = (BrokerUnavailable, KafkaException)
+BROKER_ERRORS = (BrokerUnavailable,)
 ERROR_KINDS = ("database", "broker")  # the `kind` of hookstream_relay_errors_total
+
+
+def _refusal(failure: Failed) -> str | None:
+    """The quarantine reason when the broker refused the record itself, else None."""
+    name, _, detail = failure.error.partition(": ")
+    return broker_rejection_reason(name, detail)
 
 
 class RelayMetrics:
@@ -93,36 +98,20 @@ class RoundResult:
     full: bool
 
 
-@dataclass
-class _Acks:
-    """Delivery reports of one round. Filled from librdkafka callbacks, which run in
-    whichever lane thread polls: list.append is atomic, so no lock is needed."""
-
-    acked: list[int] = field(default_factory=list)
-    failed: list[tuple[int, KafkaError]] = field(default_factory=list)
-
-    def callback(self, row_id: int) -> Callable[[KafkaError | None, Message], None]:
-        def report(err: KafkaError | None, _msg: Message) -> None:
-            if err is None:
-                self.acked.append(row_id)
-            else:
-                self.failed.append((row_id, err))
-        return report
-
-    def done(self, produced: int) -> bool:
-        return len(self.acked) + len(self.failed) >= produced
-
-
 class Relay:
     def __init__(self, settings: RelaySettings, registry: CollectorRegistry):
         self.settings = settings
         self.topics = Topics(settings.topic_prefix)
         self.metrics = RelayMetrics(registry)
-        self.producer: Producer = self._new_producer()
+        # One producer shared by the lanes; each record's own delivery report decides.
+        self.publisher = Publisher(
+            settings.kafka_bootstrap, "hookstream-relay",
+            **{"message.timeout.ms": int(settings.ack_timeout_s * 1000),
+               # the default 100k messages would cap a round of lanes × batch_size
+               "queue.buffering.max.messages": 1_000_000})
         self.stop = threading.Event()
         self.last_error: str | None = None
         self._lane_ok: dict[int, bool] = {}
-        self._producer_lock = threading.Lock()
         # NOTIFY generation: a lane records it before reading the outbox and sleeps only
         # while it is unchanged, so a commit landing mid-round is never slept through.
         self._wake = threading.Condition()
@@ -131,13 +120,6 @@ class Relay:
     @property
     def healthy(self) -> bool:
         return bool(self._lane_ok) and all(self._lane_ok.values())
-
-    def _new_producer(self) -> Producer:
-        return new_producer(
-            self.settings.kafka_bootstrap, "hookstream-relay",
-            **{"message.timeout.ms": int(self.settings.ack_timeout_s * 1000),
-               # the default 100k messages would cap a round of lanes × batch_size
-               "queue.buffering.max.messages": 1_000_000})
 
     # -- one round -------------------------------------------------------------------
     def publish_round(self, conn: psycopg.Connection[Any]) -> RoundResult:
@@ -155,94 +137,55 @@ class Relay:
                     good.append(row)
                 else:
                     bad[row[0]] = reason
-            acks = self._produce_all(good, bad)
+            acked, failed = self._publish(good, bad)
             if bad:
                 conn.execute(Q["quarantine"], {"ids": list(bad), "reasons": list(bad.values())})
-            if acks.acked:
-                conn.execute(Q["mark_published"], {"ids": acks.acked})
+            if acked:
+                conn.execute(Q["mark_published"], {"ids": acked})
         # Counted only after the transaction committed: a crash before this point
         # republishes the batch (duplicates are absorbed downstream), never loses it.
         for row_id, reason in bad.items():
             log.warning("outbox row quarantined", extra={"outbox_id": row_id, "reason": reason})
             self.metrics.quarantined.labels(reason_category(reason)).inc()
-        self.metrics.published.inc(len(acks.acked))
+        self.metrics.published.inc(len(acked))
         self.metrics.batch_rows.observe(len(rows))
         self.metrics.batch_seconds.observe(time.monotonic() - started)
-        acked = set(acks.acked)
-        unacknowledged = [r[0] for r in good if r[0] not in acked and r[0] not in bad]
-        if unacknowledged:
+        if failed:
             # They stay unpublished and unlocked: the next round (after a backoff) sends
             # them again.
-            transient = [e for i, e in acks.failed if i not in bad]
-            first = transient[0] if transient else "no delivery report in time"
-            raise BrokerUnavailable(
-                f"{len(unacknowledged)} of {len(good)} records not acknowledged ({first})")
-        return RoundResult(len(acks.acked), len(bad), full=len(rows) >= self.settings.batch_size)
+            raise KafkaTransient(f"{len(failed)} of {len(good)} records not acknowledged"
+                                 f" ({failed[0].error})")
+        return RoundResult(len(acked), len(bad), full=len(rows) >= self.settings.batch_size)
 
-    def _produce_all(self, rows: list[tuple[Any, ...]], bad: dict[int, str]) -> _Acks:
-        """Produce every row, then wait once for the batch's reports. Rows the broker
-        refuses for good are added to ``bad``; transient failures stay unpublished."""
-        acks = _Acks()
-        values: dict[int, tuple[bytes, bytes]] = {}
-        for (row_id, event_id, tenant, type_, version, object_id, object_version, key,
-             occurred_us, committed_us, payload) in rows:
-            values[row_id] = (tenant.encode(), encode_envelope(
+    def _publish(self, rows: list[tuple[Any, ...]], bad: dict[int, str],
+                 ) -> tuple[list[int], list[Failed]]:
+        """Publish every row and wait for the reports. Returns the rows acknowledged and
+        the transient failures; rows the broker refuses for good are added to ``bad``."""
+        topic = self.topics.events
+        records = [
+            Record(topic, tenant.encode(), encode_envelope(
                 event_id, tenant, type_, version, object_id, object_version, key,
-                occurred_us, committed_us, payload))
-        self._send(values, acks, bad)
-        refused = [row_id for row_id, err in acks.failed
-                   if broker_rejection_reason(err.name(), err.str()) is not None]
+                occurred_us, committed_us, payload), ref=row_id)
+            for (row_id, event_id, tenant, type_, version, object_id, object_version, key,
+                 occurred_us, committed_us, payload) in rows]
+        failed = self.publisher.publish(records)
+        refused = [f for f in failed if _refusal(f) is not None]
         if refused:
             # The broker judges a whole record batch: one oversized record makes it
             # refuse its innocent neighbours too. Each refused record is sent again
             # alone, and only a record refused on its own is quarantined.
-            acks.failed = [(i, e) for i, e in acks.failed if i not in set(refused)]
-            for row_id in refused:
-                self._send({row_id: values[row_id]}, acks, bad)
-        for row_id, err in acks.failed:
-            reason = broker_rejection_reason(err.name(), err.str())
-            if reason is not None:
-                bad[row_id] = reason
-            elif err.fatal():
-                self._replace_producer(self.producer, err)
-        if acks.failed:
-            log.error("publish failures",
-                      extra={"count": len(acks.failed), "first": str(acks.failed[0][1])})
-        return acks
-
-    def _send(self, values: dict[int, tuple[bytes, bytes]], acks: _Acks,
-              bad: dict[int, str]) -> None:
-        """Produce the records (pipelined by librdkafka), then wait once for all their
-        delivery reports. A record the client refuses outright goes to ``bad``."""
-        topic = self.topics.events
-        producer = self.producer
-        expected = len(acks.acked) + len(acks.failed)
-        for row_id, (key, value) in values.items():
-            while True:
-                try:
-                    producer.produce(topic, value, key, on_delivery=acks.callback(row_id))
-                    expected += 1
-                    break
-                except BufferError:
-                    producer.poll(0.05)  # local queue full: serve reports until there is room
-                except KafkaException as exc:
-                    err = exc.args[0]
-                    reason = broker_rejection_reason(err.name(), err.str())
+            failed = [f for f in failed if _refusal(f) is None]
+            for f in refused:
+                for again in self.publisher.publish([f.record]):
+                    reason = _refusal(again)
                     if reason is None:
-                        raise
-                    bad[row_id] = reason
-                    break
-        deadline = time.monotonic() + self.settings.ack_timeout_s + 5
-        while not acks.done(expected) and time.monotonic() < deadline:
-            producer.poll(0.05)
-
-    def _replace_producer(self, failed: Producer, err: KafkaError) -> None:
-        # A fatal error (e.g. the idempotent producer's sequence broken) leaves the
-        # instance unusable; the next round gets a fresh one.
-        with self._producer_lock:
-            if self.producer is failed:
-                log.error("producer failed fatally; replacing it", extra={"error": str(err)})
-                self.producer = self._new_producer()
+                        failed.append(again)
+                    else:
+                        bad[again.record.ref] = reason
+        if failed:
+            log.error("publish failures", extra={"count": len(failed), "first": failed[0].error})
+        unacknowledged = {f.record.ref for f in failed} | bad.keys()
+        return [r.ref for r in records if r.ref not in unacknowledged], failed
 
     def purge(self, conn: psycopg.Connection[Any], budget_s: float = 2.0) -> int:
         """Delete published rows older than the retention, batch by batch, within a
@@ -286,7 +229,7 @@ class Relay:
         # Lanes finish (and commit) the round they are in; the others hold no state.
         for t in threads:
             t.join(self.settings.ack_timeout_s + 10)
-        self.producer.flush(10)
+        self.publisher.close()
 
     def _supervised(self, what: str, loop: Callable[[Any], None], arg: Any) -> None:
         """Run ``loop`` until stopped; on a broker or database error back off (capped,

@@ -6,11 +6,12 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from hookstream.topics import TopicSpec
@@ -111,12 +112,6 @@ def delete_topics(bootstrap: str, names: Iterable[str], timeout_s: float = 30.0)
                 raise
 
 
-def flush_or_raise(producer: Producer, timeout_s: float) -> None:
-    remaining = producer.flush(timeout_s)
-    if remaining:
-        raise BrokerUnavailable(f"{remaining} records not acknowledged within {timeout_s}s")
-
-
 def warm_group_coordinator(bootstrap: str, topic: str, timeout_s: float = 60.0) -> float:
     """Make a fresh broker's group coordinator ready before services and tests use it.
 
@@ -125,8 +120,6 @@ def warm_group_coordinator(bootstrap: str, topic: str, timeout_s: float = 60.0) 
     race that start-up. One consumer that joins, commits and leaves settles it. Returns
     the seconds it took.
     """
-    from confluent_kafka import Consumer
-
     started = time.monotonic()
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "hookstream-warmup",
                          "enable.auto.commit": False, "auto.offset.reset": "latest",
@@ -366,3 +359,247 @@ async def publish_until_acked(
         delay = min(delay * 2, 5.0)
         pending = [f.record for f in failed]
     return True
+
+
+def publish_until_acked_sync(
+    publisher: Publisher, records: Sequence[Record], *,
+    on_failure: Callable[[list[Failed]], None],
+    give_up: Callable[[], bool] = lambda: False,
+    sleep: Callable[[float], object] = time.sleep,
+) -> bool:
+    """``publish_until_acked`` for the services that run on threads (relay lanes, the
+    fanout, the delay forwarder): the same loop, blocking. ``sleep`` may be a stop
+    event's ``wait``, so a stop cuts the backoff short."""
+    delay, pending = 0.2, list(records)
+    while pending:
+        failed = publisher.publish(pending)
+        if not failed:
+            return True
+        on_failure(failed)
+        if give_up():
+            return False
+        sleep(delay)
+        delay = min(delay * 2, 5.0)
+        pending = [f.record for f in failed]
+    return True
+
+
+# -- consumers ---------------------------------------------------------------------------
+# A consumer call fails with KafkaTransient (try again later, with the same consumer) or
+# KafkaPermanent (this consumer instance cannot go on: close it and make a new one).
+# Nothing above this boundary sees confluent-kafka's exception types.
+
+TP = tuple[str, int]
+
+_CONSUMER_PERMANENT = frozenset({
+    KafkaError._FATAL, KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError._INVALID_ARG,
+    KafkaError._UNKNOWN_PARTITION, KafkaError._STATE,
+})
+
+
+def consumer_error(err: KafkaError | object, doing: str) -> KafkaTransient | KafkaPermanent:
+    """confluent-kafka's error of a consumer call, as the project's own exception."""
+    if not isinstance(err, KafkaError):
+        return KafkaTransient(f"{doing}: {err}")
+    text = f"{doing}: {err.name()}: {err.str()}"
+    if err.fatal() or err.code() in _CONSUMER_PERMANENT:
+        return KafkaPermanent(text)
+    return KafkaTransient(text)
+
+
+@contextmanager
+def translated(doing: str) -> Iterator[None]:
+    """``with translated("commit"): ...`` raises consumer_error() for a KafkaException."""
+    try:
+        yield
+    except KafkaException as exc:
+        raise consumer_error(exc.args[0] if exc.args else exc, doing) from exc
+
+
+Rebalanced = Callable[[list[TP]], None]
+
+
+class GroupConsumer:
+    """One consumer-group member, for a service that consumes, processes and then commits
+    from a single thread, with confluent-kafka's errors translated (see above).
+
+    It remembers, per partition, the first record consumed and not yet committed, so a
+    failed batch is read again by ``rewind()`` (a local seek: no broker round trip, so it
+    works during an outage). A consumer that failed for good, or could not seek, is
+    replaced by ``rebuild()`` (closed, made anew, subscribed again: it resumes from the
+    committed offsets).
+
+    ``reachable`` is False from librdkafka's "all brokers down" until the broker answers
+    again (a record consumed, a commit, or a metadata probe every ``probe_interval_s``
+    while down), so an idle service can report an outage too.
+    """
+
+    def __init__(self, config: dict[str, object], topics: Sequence[str], *,
+                 on_assign: Rebalanced | None = None, on_revoke: Rebalanced | None = None,
+                 on_lost: Rebalanced | None = None, probe_interval_s: float = 2.0):
+        self._config = {**config, "error_cb": self._on_error}
+        self._topics = list(topics)
+        self._callbacks = (on_assign, on_revoke, on_lost)
+        self.probe_interval_s = probe_interval_s
+        self.reachable = True
+        self.last_error: str | None = None
+        self.rebuilt = 0
+        self._fatal: KafkaError | None = None
+        self._last_probe = 0.0
+        # partition → [first consumed offset not committed, highest consumed offset]
+        self._uncommitted: dict[TP, list[int]] = {}
+        self._consumer = self._subscribed()
+
+    def _subscribed(self) -> Consumer:
+        consumer = Consumer(self._config)
+        on_assign, on_revoke, on_lost = self._callbacks
+
+        def assigned(_c: Any, partitions: list[Any]) -> None:
+            if on_assign is not None:
+                on_assign([(tp.topic, tp.partition) for tp in partitions])
+
+        def revoked(_c: Any, partitions: list[Any]) -> None:
+            tps = [(tp.topic, tp.partition) for tp in partitions]
+            for tp in tps:
+                self._uncommitted.pop(tp, None)
+            if on_revoke is not None:
+                on_revoke(tps)
+
+        def lost(_c: Any, partitions: list[Any]) -> None:
+            tps = [(tp.topic, tp.partition) for tp in partitions]
+            for tp in tps:
+                self._uncommitted.pop(tp, None)
+            if on_lost is not None:
+                on_lost(tps)
+
+        with translated("subscribe"):
+            consumer.subscribe(self._topics, on_assign=assigned, on_revoke=revoked,
+                               on_lost=lost)
+        return consumer
+
+    def _on_error(self, err: KafkaError) -> None:
+        # Served from consume(), on the consuming thread.
+        if err.fatal():
+            self._fatal = err
+        if err.code() == KafkaError._ALL_BROKERS_DOWN or err.fatal():
+            self.reachable = False
+            self.last_error = f"kafka: {err.name()}: {err.str()}"
+
+    def _answered(self) -> None:
+        self.reachable, self.last_error = True, None
+
+    # -- consuming ---------------------------------------------------------------------
+    def consume(self, max_records: int, timeout_s: float) -> list[Message]:
+        """The records consumed (never error events). Raises KafkaPermanent after a fatal
+        error, KafkaTransient for any other error event; the records consumed with it are
+        remembered as uncommitted, so a ``rewind()`` reads them again."""
+        if self._fatal is not None:
+            raise consumer_error(self._fatal, "consume")
+        with translated("consume"):
+            messages = self._consumer.consume(max_records, timeout_s)
+        good: list[Message] = []
+        error: KafkaError | None = None
+        for msg in messages:
+            err = msg.error()
+            if err is None:
+                good.append(msg)
+                tp = (msg.topic(), msg.partition())
+                span = self._uncommitted.get(tp)
+                if span is None:
+                    self._uncommitted[tp] = [msg.offset(), msg.offset()]
+                else:
+                    span[1] = max(span[1], msg.offset())
+            elif err.code() != KafkaError._PARTITION_EOF and error is None:
+                error = err
+        if good:
+            self._answered()
+        if self._fatal is not None:
+            raise consumer_error(self._fatal, "consume")
+        if error is not None:
+            raise consumer_error(error, "consume")
+        if not self.reachable and not good:
+            self._probe()
+        return good
+
+    def _probe(self) -> None:
+        now = time.monotonic()
+        if now - self._last_probe < self.probe_interval_s:
+            return
+        self._last_probe = now
+        try:
+            self._consumer.list_topics(self._topics[0], timeout=1.0)
+        except KafkaException:
+            return
+        self._answered()
+
+    def commit(self, offsets: dict[TP, int]) -> None:
+        """Commit (synchronously) the next offset to read of each partition."""
+        if not offsets:
+            return
+        tps = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+        with translated("commit"):
+            result = self._consumer.commit(offsets=tps, asynchronous=False)
+        for tp in result or []:
+            if tp.error is not None:
+                raise consumer_error(tp.error, "commit")
+        self._answered()
+        for tp_key, offset in offsets.items():
+            span = self._uncommitted.get(tp_key)
+            if span is None:
+                continue
+            if span[1] >= offset:
+                span[0] = max(span[0], offset)
+            else:
+                del self._uncommitted[tp_key]
+
+    def pause(self, partitions: Iterable[TP]) -> None:
+        with translated("pause"):
+            self._consumer.pause([TopicPartition(t, p) for t, p in partitions])
+
+    def resume(self, partitions: Iterable[TP]) -> None:
+        with translated("resume"):
+            self._consumer.resume([TopicPartition(t, p) for t, p in partitions])
+
+    def assignment(self) -> list[TP]:
+        with translated("assignment"):
+            return [(tp.topic, tp.partition) for tp in self._consumer.assignment()]
+
+    # -- recovering --------------------------------------------------------------------
+    def rewind(self) -> None:
+        """Seek each partition back to its first record consumed and not committed."""
+        for (t, p), (first, _) in list(self._uncommitted.items()):
+            with translated("seek"):
+                self._consumer.seek(TopicPartition(t, p, first))
+            del self._uncommitted[(t, p)]
+
+    def rebuild(self) -> None:
+        """Close this consumer (its partitions are revoked) and subscribe a new one, which
+        resumes from the committed offsets. Errors of the old one are only logged."""
+        self._close_quietly()
+        self._uncommitted.clear()
+        self._fatal = None
+        self._consumer = self._subscribed()
+        self.rebuilt += 1
+
+    def recover(self, failure: BaseException) -> None:
+        """After a failed batch: rewind, or rebuild when the consumer failed for good or
+        cannot seek."""
+        if not isinstance(failure, KafkaPermanent):
+            try:
+                self.rewind()
+                return
+            except (KafkaTransient, KafkaPermanent) as exc:
+                log.warning("rewind failed; rebuilding the consumer", extra={"error": str(exc)})
+        else:
+            log.warning("consumer failed; rebuilding it", extra={"error": str(failure)})
+        self.rebuild()
+
+    def _close_quietly(self) -> None:
+        try:
+            self._consumer.close()
+        except (KafkaException, RuntimeError) as exc:  # already closed, or fatal
+            log.warning("consumer close failed", extra={"error": str(exc)})
+
+    def close(self) -> None:
+        self._close_quietly()

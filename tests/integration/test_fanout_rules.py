@@ -25,8 +25,9 @@ from tests.relay_fanout_support import (
     add_endpoints,
     envelope,
     metric,
-    produce_events,
+    produce,
     read_tasks,
+    read_topic,
 )
 
 
@@ -48,14 +49,17 @@ class Rig:
         self.conn = psycopg.connect(db_url, autocommit=True)
 
     def run(self, *events: EventEnvelope) -> BatchResult:
-        produce_events(self.stack.bootstrap, self.topics.events, events)
+        return self.run_records([(e.tenant.encode(), e.encode()) for e in events])
+
+    def run_records(self, records: list[tuple[bytes, bytes]]) -> BatchResult:
+        produce(self.stack.bootstrap, self.topics.events, records)
         messages = []
         for _ in range(120):
-            messages.extend(m for m in self.consumer.consume(len(events) - len(messages), 0.5)
+            messages.extend(m for m in self.consumer.consume(len(records) - len(messages), 0.5)
                             if m.error() is None)
-            if len(messages) == len(events):
+            if len(messages) == len(records):
                 break
-        assert len(messages) == len(events)
+        assert len(messages) == len(records)
         return self.fanout.process(self.conn, messages)
 
     def tasks(self) -> Counter[str]:
@@ -65,7 +69,7 @@ class Rig:
     def close(self) -> None:
         self.consumer.close()
         self.conn.close()
-        self.fanout.producer.flush(10)
+        self.fanout.publisher.close()
 
 
 @pytest.fixture
@@ -111,6 +115,21 @@ def test_fanout_wildcards_disabled_paused_and_config_version(rig: Rig, db_url: s
     assert {r[2] for (_, ep), r in rows.items() if ep != invoices} == {1}
     assert disabled not in {ep for _, ep in rows}
     assert rig.tasks() == Counter({r[0]: 1 for r in rows.values()})  # one task per row
+
+
+def test_fanout_dead_letters_an_undecodable_record_and_fans_out_the_rest(
+        rig: Rig, db_url: str) -> None:
+    (ep,) = add_endpoints(db_url, "acme", 1)
+    good = envelope("acme")
+    result = rig.run_records([(b"acme", b"\x07 not an event"), (b"acme", good.encode())])
+    assert (result.undecodable, result.created, result.tasks) == (1, 1, 1)
+    # process() returns only once the dead letter is acknowledged, like the tasks.
+    (dead,) = read_topic(rig.stack.bootstrap, rig.topics.dead)
+    assert dead.value() == b"\x07 not an event" and dead.key() == b"acme"
+    headers = dict(dead.headers() or [])
+    assert headers["hookstream-reason"].startswith(b"undecodable event record")
+    assert headers["hookstream-source"].startswith(rig.topics.events.encode() + b"/")
+    assert set(_rows(db_url)) == {(str(good.event_id), ep)}
 
 
 def test_fanout_stores_an_event_once_and_rejects_other_bytes_under_its_id(

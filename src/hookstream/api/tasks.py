@@ -1,25 +1,20 @@
 """Producing replay tasks to ``<prefix>.deliveries``: the API's one Kafka edge.
 
-confluent-kafka's flush blocks, so it runs in a worker thread; callers await it while
-holding the database transaction that set the deliveries back to pending, and commit
-only once every task is acknowledged (a failure rolls the rows back; a task whose row
-change never committed claims nothing, because the claim needs status 'pending').
+Callers await ``send`` while holding the database transaction that set the deliveries
+back to pending, and commit only once every task is acknowledged by its own delivery
+report (a failure rolls the rows back; a task whose row change never committed claims
+nothing, because the claim needs status 'pending').
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from confluent_kafka import KafkaError, Message, Producer
-
 from hookstream.codec import DeliveryTask, TaskKind
-from hookstream.kafka import BrokerUnavailable, flush_or_raise, new_producer
+from hookstream.kafka import KafkaPermanent, KafkaTransient, Publisher, Record
 from hookstream.topics import Topics
-
-FLUSH_TIMEOUT_S = 30.0
 
 
 def replay_tasks(rows: Sequence[Mapping[str, Any]], now: datetime) -> list[DeliveryTask]:
@@ -30,36 +25,27 @@ def replay_tasks(rows: Sequence[Mapping[str, Any]], now: datetime) -> list[Deliv
 
 
 class TaskSink:
-    def __init__(self, bootstrap: str, topics: Topics, producer: Producer | None = None):
+    def __init__(self, bootstrap: str, topics: Topics, publisher: Publisher | None = None):
         self.topics = topics
-        self.producer = producer or new_producer(bootstrap, "hookstream-api")
+        self.publisher = publisher or Publisher(bootstrap, "hookstream-api")
 
     async def send(self, tasks: Sequence[DeliveryTask]) -> None:
-        if tasks:
-            await asyncio.to_thread(self._send, list(tasks))
-
-    def _send(self, tasks: list[DeliveryTask]) -> None:
-        failures: list[KafkaError] = []
-
-        def on_delivery(err: KafkaError | None, _msg: Message) -> None:
-            if err is not None:
-                failures.append(err)
-
-        for task in tasks:
-            while True:
-                try:
-                    self.producer.produce(self.topics.deliveries, key=task.key,
-                                          value=task.encode(), on_delivery=on_delivery)
-                    break
-                except BufferError:
-                    self.producer.poll(0.1)
-        flush_or_raise(self.producer, FLUSH_TIMEOUT_S)
-        if failures:
-            raise BrokerUnavailable(f"{len(failures)} replay tasks not acknowledged: "
-                                    f"{failures[0]}")
+        """Returns once every task is acknowledged; raises KafkaTransient (or
+        KafkaPermanent when the broker refused them for good) otherwise."""
+        if not tasks:
+            return
+        topic = self.topics.deliveries
+        failed = await self.publisher.publish_async(
+            [Record(topic, task.key, task.encode()) for task in tasks])
+        if failed:
+            error = (f"{len(failed)} of {len(tasks)} replay tasks not acknowledged:"
+                     f" {failed[0].error}")
+            if any(f.retriable for f in failed):
+                raise KafkaTransient(error)
+            raise KafkaPermanent(error)
 
     def close(self) -> None:
-        self.producer.flush(10)
+        self.publisher.close()
 
 
 def now_utc() -> datetime:

@@ -1,0 +1,96 @@
+"""GroupConsumer on the real broker: a failed batch is read again by a local seek, a
+rebuilt consumer resumes from the committed offsets, and an outage shows as
+``reachable = False`` even with nothing to consume."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from hookstream.kafka import (
+    GroupConsumer,
+    KafkaTransient,
+    consumer_config,
+    ensure_topics,
+)
+from hookstream.topics import TopicSpec
+from tests.conftest import Stack
+from tests.relay_fanout_support import produce
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def topic(stack: Stack) -> str:
+    name = f"gc-{uuid.uuid4().hex[:10]}"
+    ensure_topics(stack.bootstrap, [TopicSpec(name, 1, {})])
+    produce(stack.bootstrap, name, ((b"k", b"v%d" % i) for i in range(10)))
+    return name
+
+
+def _offsets(consumer: GroupConsumer, n: int, timeout_s: float = 30) -> list[int]:
+    got: list[int] = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < n and time.monotonic() < deadline:
+        got.extend(m.offset() for m in consumer.consume(n - len(got), 0.5))
+    return got
+
+
+def _consumer(stack: Stack, group: str, topic: str) -> GroupConsumer:
+    return GroupConsumer(consumer_config(stack.bootstrap, group, "test"), [topic])
+
+
+def test_rewind_reads_again_what_was_consumed_and_not_committed(stack: Stack,
+                                                                topic: str) -> None:
+    consumer = _consumer(stack, f"g-{uuid.uuid4().hex}", topic)
+    try:
+        assert _offsets(consumer, 10) == list(range(10))
+        consumer.commit({(topic, 0): 4})
+        consumer.rewind()
+        assert _offsets(consumer, 6) == list(range(4, 10))
+        consumer.commit({(topic, 0): 10})
+        consumer.rewind()  # nothing uncommitted: nothing to read again
+        assert _offsets(consumer, 1, timeout_s=2) == []
+    finally:
+        consumer.close()
+
+
+def test_a_rebuilt_consumer_resumes_from_the_committed_offsets(stack: Stack,
+                                                               topic: str) -> None:
+    consumer = _consumer(stack, f"g-{uuid.uuid4().hex}", topic)
+    try:
+        assert _offsets(consumer, 10) == list(range(10))
+        consumer.commit({(topic, 0): 7})
+        consumer.rebuild()
+        assert consumer.rebuilt == 1
+        assert _offsets(consumer, 3) == [7, 8, 9]
+    finally:
+        consumer.close()
+
+
+def test_no_broker_reads_as_unreachable_and_a_commit_fails_transiently() -> None:
+    consumer = GroupConsumer(consumer_config("127.0.0.1:1", f"g-{uuid.uuid4().hex}", "test"),
+                             ["nowhere"])
+    try:
+        deadline = time.monotonic() + 15
+        while consumer.reachable and time.monotonic() < deadline:
+            assert consumer.consume(10, 0.2) == []
+        assert not consumer.reachable
+        assert "_ALL_BROKERS_DOWN" in (consumer.last_error or "")
+        with pytest.raises(KafkaTransient, match="commit"):
+            consumer.commit({("nowhere", 0): 1})
+    finally:
+        consumer.close()
+
+
+def test_an_error_event_is_raised_as_the_projects_own(stack: Stack) -> None:
+    consumer = _consumer(stack, f"g-{uuid.uuid4().hex}", f"missing-{uuid.uuid4().hex[:8]}")
+    try:
+        with pytest.raises(KafkaTransient, match="UNKNOWN_TOPIC_OR_PART"):
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                consumer.consume(10, 0.5)
+    finally:
+        consumer.close()
