@@ -34,24 +34,32 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 import aiohttp
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
-from hookstream.dispatcher.attempt import AttemptResult, send, storable
-from hookstream.dispatcher.decide import (
-    DeliveryVerdict,
-    circuit_after,
-    delivery_verdict,
-    is_throttle,
-)
+from confluent_kafka import Consumer, Message, TopicPartition
+from hookstream.dispatcher.attempt import AttemptResult, send
+from hookstream.dispatcher.decide import circuit_after, delivery_verdict, is_throttle
 from hookstream.dispatcher.delay import DelayForwarder
+from hookstream.dispatcher.lost_work import LostWork
+from hookstream.dispatcher.metrics import WORST_N, DispatcherMetrics
+from hookstream.dispatcher.offset_book import Item, OffsetBook
+from hookstream.dispatcher.outcomes import EndpointChanges, Finished, OutcomeWriter
 from hookstream.dispatcher.store import AttemptRecord, Claim, EndpointRow, Store
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry
 
-from hookstream.codec import CodecError, DeliveryTask, TaskKind
+from hookstream.codec import CodecError, TaskKind
 from hookstream.fastcodec import decode_task
-from hookstream.kafka import Failed, Publisher, Record, consumer_config, publish_until_acked
-from hookstream.loop_metrics import LoopCounter, LoopHistogram
+from hookstream.kafka import (
+    Failed,
+    KafkaPermanent,
+    KafkaTransient,
+    Publisher,
+    Record,
+    consumer_config,
+    publish_until_acked,
+    translated,
+    without_errors,
+)
 from hookstream.offsets import PartitionOffsets
-from hookstream.pg import DatabaseUnavailable, DataRejected
+from hookstream.pg import DatabaseUnavailable
 from hookstream.policy.backoff import BackoffPolicy
 from hookstream.policy.circuit import Admission, CircuitPolicy, CircuitState, Verdict, admission
 from hookstream.policy.classify import Outcome
@@ -63,26 +71,16 @@ from hookstream.topics import Topics
 
 log = logging.getLogger("hookstream.dispatcher")
 T = TypeVar("T")
-TP = tuple[str, int]
 # Lanes and endpoint states unused this long are forgotten: memory stays bounded by the
 # endpoints that are active, not by every endpoint ever seen.
 IDLE_EVICT_S = 600.0
 CLEAN_CIRCUIT = CircuitState()
-WORST_N = 10
 # SIGTERM: in-flight attempts get their deadline (+5 s), then outcomes this long to be
 # made durable; with the consumer's close this keeps shutdown under the 30 s bound that
 # supervisors (and the test harness) give before SIGKILL.
 SHUTDOWN_WRITE_WAIT_S = 10.0
 # Deferrals in one refresh period with nothing served that mark an endpoint as stuck.
 STUCK_DEFERRALS = 1000
-
-
-@dataclass(slots=True)
-class Item:
-    task: DeliveryTask
-    tp: TP
-    offset: int
-    tracker: PartitionOffsets
 
 
 @dataclass(slots=True)
@@ -101,88 +99,6 @@ class EndpointState:
     served: int = 0
 
 
-@dataclass(slots=True)
-class Finished:
-    record: AttemptRecord
-    verdict: DeliveryVerdict
-    item: Item
-
-
-class DispatcherMetrics:
-    def __init__(self, registry: CollectorRegistry):
-        # Updated once per attempt, only on the event loop: lock-free (loop_metrics).
-        self.attempts = LoopCounter(
-            "hookstream_dispatcher_attempts_total", "HTTP attempts by outcome and status class",
-            ["outcome", "status_class"], registry=registry)
-        self.latency = LoopHistogram(
-            "hookstream_dispatcher_attempt_seconds", "Duration of one HTTP attempt",
-            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-            registry=registry)
-        self.first_attempt = LoopHistogram(
-            "hookstream_first_attempt_latency_seconds",
-            "Outbox commit → start of a delivery's first attempt",
-            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800),
-            registry=registry)
-        self.in_flight = Gauge(
-            "hookstream_dispatcher_in_flight", "Attempts in flight in this process",
-            registry=registry)
-        self.queued = Gauge(
-            "hookstream_dispatcher_queued", "Tasks waiting in this process's scheduler",
-            registry=registry)
-        self.endpoint_in_flight = Gauge(
-            "hookstream_dispatcher_endpoint_in_flight",
-            f"In-flight attempts of the {WORST_N} busiest endpoints of this process",
-            ["endpoint"], registry=registry)
-        self.stale = Counter(
-            "hookstream_dispatcher_stale_tasks_total",
-            "Duplicate or stale tasks dropped (their delivery was not claimable)",
-            registry=registry)
-        self.dropped = Counter(
-            "hookstream_dispatcher_tasks_dropped_total",
-            "Tasks of deleted, paused or disabled endpoints (rows stay pending, held until"
-            " the endpoint is active again)",
-            ["reason"], registry=registry)
-        self.deferred = Counter(
-            "hookstream_dispatcher_deferred_total", "Tasks sent to a delay tier instead of held",
-            ["reason"], registry=registry)
-        self.throttled = Counter(
-            "hookstream_dispatcher_throttled_total",
-            "429/503 answers that lowered an endpoint's rate", registry=registry)
-        self.retries = Counter(
-            "hookstream_retries_scheduled_total", "Automatic retries scheduled, by first tier",
-            ["tier"], registry=registry)
-        self.replays = Counter(
-            "hookstream_replay_attempts_total", "Manual replay attempts by outcome",
-            ["outcome"], registry=registry)
-        self.dead = Counter(
-            "hookstream_dead_letters_total", "Deliveries that became dead", registry=registry)
-        self.circuit = Counter(
-            "hookstream_circuit_transitions_total", "Endpoint circuit changes",
-            ["to"], registry=registry)
-        self.poison = Counter(
-            "hookstream_dispatcher_undecodable_tasks_total",
-            "Task records that could not be decoded (sent to the dead-letter topic)",
-            registry=registry)
-        self.reaped = Counter(
-            "hookstream_dispatcher_leases_reaped_total",
-            "Deliveries handed back after their worker died mid-attempt", registry=registry)
-        self.swept = Counter(
-            "hookstream_dispatcher_swept_total",
-            "Pending deliveries re-queued by the sweeper (overdue without a task, or held"
-            " work of a resumed endpoint)", registry=registry)
-        self.stuck = Gauge(
-            "hookstream_dispatcher_stuck_endpoints",
-            "Endpoints whose tasks were deferred in the last refresh period without any"
-            " being served (a dispatcher bug: see the log for their ids)", registry=registry)
-        self.late = Counter(
-            "hookstream_dispatcher_late_outcomes_total",
-            "Outcomes written after another attempt took the delivery over (attempt row kept)",
-            registry=registry)
-        self.errors = Counter(
-            "hookstream_dispatcher_errors_total", "Failures of the dispatcher's own machinery",
-            ["kind"], registry=registry)
-
-
 class Dispatcher:
     def __init__(self, settings: DispatcherSettings, registry: CollectorRegistry):
         s = settings
@@ -190,10 +106,14 @@ class Dispatcher:
         self.topics = Topics(s.topic_prefix)
         self.tiers = self.topics.tiers
         self.metrics = DispatcherMetrics(registry)
+        self.metrics.publish_at_zero(
+            [self.topics.deliveries.rsplit(".", 1)[-1],
+             *(t.rsplit(".", 1)[-1] for t in self.tiers.topics)])
         self.registry = registry
         self.stop = threading.Event()
-        self.healthy = False
-        self.last_error: str | None = None
+        self._healthy = False
+        self._last_error: str | None = None
+        self._delay: DelayForwarder | None = None
         self.backoff = BackoffPolicy(
             base_s=s.retry_base_s, cap_s=max(s.retry_cap_s, s.retry_base_s),
             floor_s=min(s.retry_floor_s, s.retry_base_s), jitter=min(s.retry_jitter, 1.0),
@@ -207,29 +127,39 @@ class Dispatcher:
         self.sched: FairScheduler[uuid.UUID, Item] = FairScheduler(
             s.max_in_flight, lambda _tenant: tenant_limits)
         self._endpoints: dict[uuid.UUID, EndpointState] = {}
-        # Offsets are read by the rebalance callbacks on the Kafka thread: guard them.
-        self._offsets: dict[TP, PartitionOffsets] = {}
-        self._offsets_lock = threading.Lock()
-        self._committed: dict[TP, int] = {}
+        self.book = OffsetBook()
         self._kafka = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka")
         self._publisher = Publisher(s.kafka_bootstrap, "hookstream-dispatcher")
         # Set once shutdown has waited long enough: records not yet acknowledged then are
         # abandoned (their offsets stay uncommitted, so the work is redone after restart).
         self._abandon = threading.Event()
         self._store = Store(s.database_url, s.lease_s)  # opened in _main (no I/O here)
-        self._writer_busy_since: float | None = None
         self._attempts: set[asyncio.Task[None]] = set()
         self._background: set[asyncio.Task[None]] = set()
         self._dirty_circuits: dict[uuid.UUID, CircuitState] = {}
         self._disable: dict[uuid.UUID, str] = {}
         self._wake = asyncio.Event()
         self._room = asyncio.Event()
-        # Finished attempts waiting for the writer: a plain list and an event (an
-        # asyncio.Queue costs several calls per item; here one append does).
-        self._finished: list[Finished] = []
-        self._finished_ready = asyncio.Event()
-        self._unwritten = 0  # finished but not yet recorded (shutdown waits for 0)
-        self._all_written = asyncio.Event()
+        self.writer = self._new_writer()
+
+    # -- health: this process's own, and its delay forwarder's ---------------------------
+    @property
+    def healthy(self) -> bool:
+        return self._healthy and (self._delay is None or self._delay.healthy)
+
+    @healthy.setter
+    def healthy(self, value: bool) -> None:
+        self._healthy = value
+
+    @property
+    def last_error(self) -> str | None:
+        if self._last_error is None and self._delay is not None and not self._delay.healthy:
+            return self._delay.last_error
+        return self._last_error
+
+    @last_error.setter
+    def last_error(self, value: str | None) -> None:
+        self._last_error = value
 
     # -- Kafka, always from the one Kafka thread ----------------------------------------
     async def _k(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -237,83 +167,71 @@ class Dispatcher:
             self._kafka, lambda: fn(*args, **kwargs))
 
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        with self._offsets_lock:
-            for tp in partitions:
-                self._offsets[(tp.topic, tp.partition)] = PartitionOffsets()
+        self.book.assigned((tp.topic, tp.partition) for tp in partitions)
         log.info("partitions assigned", extra={"partitions": [tp.partition for tp in partitions]})
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         # Commit what is finished. Queued work of these partitions is dropped when the pump
         # meets it (its tracker is gone); in-flight attempts finish and write their outcome
         # under their lease, and the next owner's claim of the redelivered task is stale.
-        commits = []
-        with self._offsets_lock:
-            for tp in partitions:
-                key = (tp.topic, tp.partition)
-                tracker = self._offsets.pop(key, None)
-                offset = tracker.committable() if tracker else None
-                if offset is not None and offset != self._committed.get(key):
-                    commits.append(TopicPartition(tp.topic, tp.partition, offset))
-                self._committed.pop(key, None)
+        commits = self.book.revoked((tp.topic, tp.partition) for tp in partitions)
         if commits:
             try:
-                consumer.commit(offsets=commits, asynchronous=False)
-            except KafkaException as exc:
+                with translated("commit on revoke"):
+                    consumer.commit(offsets=[TopicPartition(t, p, o)
+                                             for (t, p), o in commits.items()],
+                                    asynchronous=False)
+            except (KafkaTransient, KafkaPermanent) as exc:
                 log.warning("commit on revoke failed", extra={"error": str(exc)})
         log.info("partitions revoked", extra={"partitions": [tp.partition for tp in partitions]})
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        # Someone else may own them already: commit nothing.
-        with self._offsets_lock:
-            for tp in partitions:
-                self._offsets.pop((tp.topic, tp.partition), None)
-                self._committed.pop((tp.topic, tp.partition), None)
+        self.book.lost((tp.topic, tp.partition) for tp in partitions)
         log.warning("partitions lost", extra={"partitions": [tp.partition for tp in partitions]})
 
-    def _track_all(self, messages: list[Message]) -> list[PartitionOffsets | None]:
-        """Each message's partition tracker (None for error events), one lock per batch."""
-        out: list[PartitionOffsets | None] = []
-        with self._offsets_lock:
-            for msg in messages:
-                if msg.error() is not None:
-                    out.append(None)
-                    continue
-                key = (msg.topic(), msg.partition())
-                tracker = self._offsets.get(key)
-                if tracker is None:
-                    tracker = self._offsets[key] = PartitionOffsets()
-                tracker.track(msg.offset())
-                out.append(tracker)
-        return out
+    def _subscribed(self) -> Consumer:
+        s = self.settings
+        consumer = Consumer(consumer_config(
+            s.kafka_bootstrap, s.group_id, "hookstream-dispatcher",
+            **{"fetch.wait.max.ms": 50}))
+        with translated("subscribe"):
+            consumer.subscribe([self.topics.deliveries], on_assign=self._on_assign,
+                               on_revoke=self._on_revoke, on_lost=self._on_lost)
+        self._consumer = consumer
+        return consumer
 
-    def _valid(self, item: Item) -> bool:
-        with self._offsets_lock:
-            return self._offsets.get(item.tp) is item.tracker
+    def _consume(self) -> list[Message]:
+        """Records only; an error event is reported (transient) or raised (the consumer
+        failed for good: KafkaPermanent)."""
+        with translated("consume"):
+            messages = self._consumer.consume(500, 0.1)
+        good, error = without_errors(messages)
+        if isinstance(error, KafkaPermanent):
+            raise error
+        if error is not None:
+            self._fail("kafka", error)
+        return good
 
-    def _complete(self, item: Item) -> None:
-        with self._offsets_lock:
-            if self._offsets.get(item.tp) is item.tracker:  # else revoked: next owner redoes it
-                item.tracker.complete(item.offset)
+    def _rebuild_consumer(self) -> None:
+        log.warning("rebuilding the consumer", extra={"error": self.last_error})
+        self._close_consumer()
+        self._subscribed()
 
-    def _complete_all(self, items: list[Item]) -> None:
-        with self._offsets_lock:
-            offsets = self._offsets
-            for item in items:
-                if offsets.get(item.tp) is item.tracker:
-                    item.tracker.complete(item.offset)
+    def _close_consumer(self) -> None:
+        try:
+            with translated("close"):
+                self._consumer.close()
+        except (KafkaTransient, KafkaPermanent) as exc:
+            log.warning("consumer close failed", extra={"error": str(exc)})
 
-    def _commit_now(self, consumer: Consumer) -> None:
-        with self._offsets_lock:
-            commits = []
-            for tp, tracker in self._offsets.items():
-                offset = tracker.committable()
-                if offset is not None and offset != self._committed.get(tp):
-                    commits.append(TopicPartition(tp[0], tp[1], offset))
+    def _commit_now(self) -> None:
+        consumer = self._consumer
+        commits = self.book.commits()
         if commits:
-            consumer.commit(offsets=commits, asynchronous=False)
-            with self._offsets_lock:
-                for c in commits:
-                    self._committed[(c.topic, c.partition)] = c.offset
+            with translated("commit"):
+                consumer.commit(offsets=[TopicPartition(t, p, o)
+                                         for (t, p), o in commits.items()], asynchronous=False)
+            self.book.committed(commits)
 
     # -- the service ------------------------------------------------------------------
     def run(self) -> None:
@@ -329,16 +247,15 @@ class Dispatcher:
         s = self.settings
         self._wake = asyncio.Event()
         self._room = asyncio.Event()
-        self._finished_ready = asyncio.Event()
-        self._all_written = asyncio.Event()
+        self.writer = self._new_writer()
         store = self._store
-        consumer = Consumer(consumer_config(
-            s.kafka_bootstrap, s.group_id, "hookstream-dispatcher",
-            **{"fetch.wait.max.ms": 50}))
-        await self._k(consumer.subscribe, [self.topics.deliveries], on_assign=self._on_assign,
-                      on_revoke=self._on_revoke, on_lost=self._on_lost)
-        delay = DelayForwarder(s.kafka_bootstrap, f"{s.group_id}-delay", self.topics, self.tiers,
-                               self.registry, self.stop).start()
+        await self._k(self._subscribed)
+        delay = self._delay = DelayForwarder(
+            s.kafka_bootstrap, f"{s.group_id}-delay", self.topics, self.tiers, self.registry,
+            self.stop).start()
+        lost = LostWork(store=store, settings=s, topic=self.topics.deliveries,
+                        metrics=self.metrics, publish=self._publish, fail=self._fail,
+                        writer_stuck_for=self.writer.stuck_for)
         connector = aiohttp.TCPConnector(
             limit=s.max_in_flight, limit_per_host=0, ttl_dns_cache=10,
             resolver=SafeResolver(allow_private=s.allow_private_targets))
@@ -359,27 +276,23 @@ class Dispatcher:
             self.healthy = True
             helpers = [
                 asyncio.create_task(self._pump(store, session), name="pump"),
-                asyncio.create_task(self._writer(store), name="writer"),
-                asyncio.create_task(self._commit_loop(consumer), name="committer"),
-                asyncio.create_task(self._reap_loop(store), name="reaper"),
-                asyncio.create_task(self._sweep_loop(store), name="sweeper"),
+                asyncio.create_task(self.writer.run(), name="writer"),
+                asyncio.create_task(self._commit_loop(), name="committer"),
+                asyncio.create_task(lost.reap_forever(), name="reaper"),
+                asyncio.create_task(lost.sweep_forever(), name="sweeper"),
                 asyncio.create_task(self._refresh_loop(store), name="refresher"),
             ]
             for h in helpers:
                 h.add_done_callback(self._helper_died)
             try:
-                await self._poll_loop(consumer, store)
+                await self._poll_loop(store)
             finally:
                 # Drain: in-flight attempts finish (bounded by their deadline), their
                 # outcomes are written, then the final offsets are committed.
                 helpers[0].cancel()
                 if self._attempts:
                     await asyncio.wait(self._attempts, timeout=s.request_timeout_s + 5)
-                try:
-                    if self._unwritten:
-                        await asyncio.wait_for(self._all_written.wait(),
-                                               timeout=SHUTDOWN_WRITE_WAIT_S)
-                except TimeoutError:
+                if not await self.writer.drain(SHUTDOWN_WRITE_WAIT_S):
                     log.error("outcomes not written at shutdown; their tasks will be redelivered")
                 # Whatever is still waiting for the broker or the database now is given up:
                 # its offsets stay uncommitted, so the next owner redoes it.
@@ -388,10 +301,10 @@ class Dispatcher:
                     h.cancel()
                 await asyncio.gather(*helpers, return_exceptions=True)
                 try:
-                    await self._k(self._commit_now, consumer)
-                except KafkaException as exc:
+                    await self._k(self._commit_now)
+                except (KafkaTransient, KafkaPermanent) as exc:
                     log.warning("final commit failed", extra={"error": str(exc)})
-                await self._k(consumer.close)
+                await self._k(self._close_consumer)
                 delay.join(5)
                 await store.close()
                 self._publisher.close(5)
@@ -417,7 +330,7 @@ class Dispatcher:
                 await asyncio.sleep(1)
 
     # -- poll: read, defer or queue ------------------------------------------------------
-    async def _poll_loop(self, consumer: Consumer, store: Store) -> None:
+    async def _poll_loop(self, store: Store) -> None:
         s = self.settings
         while not self.stop.is_set():
             if self.sched.queued >= s.max_queued:
@@ -429,20 +342,23 @@ class Dispatcher:
                     pass
                 continue
             try:
-                messages: list[Message] = await self._k(consumer.consume, 500, 0.1)
-            except KafkaException as exc:
+                messages = await self._k(self._consume)
+            except KafkaPermanent as exc:
+                # This consumer cannot go on (a fatal error): a new one resumes from the
+                # committed offsets; what this one held in memory is redelivered.
+                self._fail("kafka", exc)
+                await self._k(self._rebuild_consumer)
+                continue
+            except KafkaTransient as exc:
                 self._fail("kafka", exc)
                 await asyncio.sleep(1)
                 continue
             items: list[Item] = []
             poison: list[tuple[Record, PartitionOffsets, int]] = []
-            trackers = self._track_all(messages)
+            trackers = self.book.track_all(((m.topic(), m.partition()) for m in messages),
+                                           (m.offset() for m in messages))
             for msg, tracker in zip(messages, trackers, strict=True):
-                if tracker is None:
-                    err = msg.error()
-                    if err is not None and err.code() != KafkaError._PARTITION_EOF:
-                        self._fail("kafka", KafkaException(err))
-                    continue
+                assert tracker is not None
                 try:
                     task = decode_task(msg.value() or b"")
                 except CodecError as exc:
@@ -452,9 +368,7 @@ class Dispatcher:
                 items.append(Item(task, (msg.topic(), msg.partition()), msg.offset(), tracker))
             if poison and await self._publish([r for r, _, _ in poison]):
                 # Its offset completes only once the dead-letter copy is acknowledged.
-                with self._offsets_lock:
-                    for _, tracker, offset in poison:
-                        tracker.complete(offset)
+                self.book.complete_offsets((tracker, offset) for _, tracker, offset in poison)
             if items:
                 await self._ingest(store, items)
 
@@ -477,7 +391,7 @@ class Dispatcher:
                 # the endpoint is active again the sweeper sends it at once (released_at).
                 self.metrics.dropped.labels("endpoint_gone" if ep is None
                                             else ep.row.status).inc()
-                self._complete(item)
+                self.book.complete(item)
                 continue
             ep.last_used = now_m
             due = item.task.due_at.timestamp()
@@ -532,14 +446,14 @@ class Dispatcher:
         for item, due, reason in deferred:
             task = dataclasses.replace(item.task, due_at=datetime.fromtimestamp(due, UTC))
             tasks.append(task)
-            records.append(Record(self._topic_for(due - now), task.key, task.encode()))
+            records.append(Record(self.topics.for_delay(due - now), task.key, task.encode()))
             self.metrics.deferred.labels(reason).inc()
         # Only an acknowledged deferral lets the original's offset go; otherwise the
         # original is redelivered after a restart. The rows learn the new due time, so
         # the sweeper does not take a waiting delivery for a lost one.
         if await self._publish(records):
             await self._db(self._store.postpone, tasks)
-            self._complete_all([item for item, _, _ in deferred])
+            self.book.complete_all([item for item, _, _ in deferred])
 
     # -- pump: take what the scheduler allows, claim, send ----------------------------------
     async def _pump(self, store: Store, session: aiohttp.ClientSession) -> None:
@@ -557,7 +471,7 @@ class Dispatcher:
                     break
                 live = []
                 for key, item in picked:
-                    if self._valid(item):
+                    if self.book.valid(item):
                         live.append((key, item))
                     else:
                         self.sched.release(key, time.monotonic())  # revoked meanwhile
@@ -578,7 +492,7 @@ class Dispatcher:
             if claim is None:
                 self.metrics.stale.inc()
                 self.sched.release(key, time.monotonic())
-                self._complete(item)
+                self.book.complete(item)
                 continue
             if item.task.kind is TaskKind.NEW and claim.attempt_no == 1:
                 self.metrics.first_attempt.observe(
@@ -611,10 +525,7 @@ class Dispatcher:
             error_class=result.error_class.value if result.error_class else None,
             outcome=result.decision.outcome.value, excerpt=result.excerpt, error=result.error,
             next_at_s=verdict.retry_due_s)
-        self._finished.append(Finished(record, verdict, item))
-        self._unwritten += 1
-        self._all_written.clear()
-        self._finished_ready.set()
+        self.writer.add(Finished(record, verdict, item))
 
     def _endpoint_feedback(self, endpoint_id: uuid.UUID, result: AttemptResult,
                            now: float) -> None:
@@ -673,7 +584,7 @@ class Dispatcher:
             if verdict is Verdict.DISABLE:
                 for item in queued:
                     self.metrics.dropped.labels("disabled").inc()
-                    self._complete(item)
+                    self.book.complete(item)
             elif queued:
                 until = circuit.paused_until or now
                 job = asyncio.get_running_loop().create_task(self._defer(
@@ -698,115 +609,25 @@ class Dispatcher:
         self.metrics.attempts.inc(result.decision.outcome.value, status_class)
         self.metrics.latency.observe(result.latency_ms / 1000.0)
 
-    # -- writer: retries/dead letters durable first, then one transaction ----------------
-    async def _writer(self, store: Store) -> None:
-        while True:
-            await self._finished_ready.wait()
-            await asyncio.sleep(0.005)  # let attempts finishing together join the batch
-            batch, self._finished = self._finished[:1000], self._finished[1000:]
-            if not self._finished:
-                self._finished_ready.clear()
-            now = time.time()
-            records = []
-            for f in batch:
-                task = f.item.task
-                if f.verdict.retry_due_s is not None:
-                    retry = DeliveryTask(
-                        delivery_id=task.delivery_id, event_id=task.event_id,
-                        endpoint_id=task.endpoint_id, tenant=task.tenant, kind=TaskKind.RETRY,
-                        due_at=datetime.fromtimestamp(f.verdict.retry_due_s, UTC),
-                        committed_at=task.committed_at, lease_version=f.record.claim.lease_version)
-                    topic = self._topic_for(f.verdict.retry_due_s - now)
-                    records.append(Record(topic, retry.key, retry.encode()))
-                    self.metrics.retries.labels(topic.rsplit(".", 1)[-1]).inc()
-                elif f.verdict.dead_letter:
-                    records.append(Record(self.topics.dead, task.key, task.encode(), headers=[
-                        ("hookstream-reason", (f.record.error or "dead").encode()[:500])]))
-                    self.metrics.dead.inc()
-            # The retry and dead-letter records are durable before the rows say so; if they
-            # cannot be (shutdown with Kafka gone), nothing is written and the tasks are
-            # redelivered: the attempt rows stay open and the reaper closes them.
-            if records and not await self._publish(records):
-                self._unwritten -= len(batch)
-                if not self._unwritten:
-                    self._all_written.set()
-                continue
-            circuits, self._dirty_circuits = self._dirty_circuits, {}
-            disable, self._disable = self._disable, {}
-            self._writer_busy_since = time.monotonic()
-            await self._record(store, [f.record for f in batch], circuits, disable)
-            self._writer_busy_since = None
-            self._complete_all([f.item for f in batch])
-            self._unwritten -= len(batch)
-            if not self._unwritten:
-                self._all_written.set()
-
     # -- background loops ----------------------------------------------------------------
-    async def _commit_loop(self, consumer: Consumer) -> None:
+    async def _commit_loop(self) -> None:
         while True:
             await asyncio.sleep(0.5)
             try:
-                await self._k(self._commit_now, consumer)
-            except KafkaException as exc:
+                await self._k(self._commit_now)
+            except (KafkaTransient, KafkaPermanent) as exc:
                 self._fail("kafka", exc)
 
-    async def _reap_loop(self, store: Store) -> None:
-        async def produce(rows: list[dict[str, Any]]) -> bool:
-            now = datetime.now(UTC)
-            records = []
-            for r in rows:
-                task = DeliveryTask(
-                    delivery_id=r["delivery_id"], event_id=r["event_id"],
-                    endpoint_id=r["endpoint_id"], tenant=r["tenant"], kind=TaskKind.RETRY,
-                    due_at=now, committed_at=now, lease_version=r["lease_version"])
-                records.append(Record(self.topics.deliveries, task.key, task.encode()))
-            return await self._publish(records)
+    def _new_writer(self) -> OutcomeWriter:
+        return OutcomeWriter(store=self._store, topics=self.topics, metrics=self.metrics,
+                             book=self.book, publish=self._publish, db=self._db,
+                             endpoint_changes=self._take_endpoint_changes)
 
-        while True:
-            await asyncio.sleep(min(5.0, self.settings.lease_s / 2))
-            since = self._writer_busy_since
-            if since is not None and time.monotonic() - since > 1.0:
-                # This process's outcomes are stuck on the database (it is away): they go
-                # first, so a lease that expired meanwhile is not taken back from them.
-                continue
-            try:
-                n = await store.expired_leases(500, produce)
-                if n:
-                    self.metrics.reaped.inc(n)
-                    log.warning("expired leases handed back", extra={"count": n})
-            except DatabaseUnavailable as exc:
-                self._fail("reaper", exc)
-
-    async def _sweep_loop(self, store: Store) -> None:
-        """Seed 002's sweeper: whatever lost a task, its overdue pending delivery goes back
-        to the queue (a delay, never a loss); held work of a resumed endpoint too."""
-        s = self.settings
-        while True:
-            await asyncio.sleep(s.sweep_interval_s)
-            try:
-                rows = await store.sweep(s.sweep_after_s, max(10, s.sweep_batch // 10),
-                                         s.sweep_batch)
-            except DatabaseUnavailable as exc:
-                self._fail("sweeper", exc)
-                continue
-            if not rows:
-                continue
-            now = datetime.now(UTC)
-            records = []
-            for r in rows:
-                task = DeliveryTask(
-                    delivery_id=r["delivery_id"], event_id=r["event_id"],
-                    endpoint_id=r["endpoint_id"], tenant=r["tenant"],
-                    kind=TaskKind.NEW if r["attempts"] == 0 else TaskKind.RETRY, due_at=now,
-                    committed_at=datetime.fromtimestamp(r["created_at_s"], UTC),
-                    lease_version=r["lease_version"])
-                records.append(Record(self.topics.deliveries, task.key, task.encode()))
-            # Not acknowledged (shutdown): the rows are due again after the bound.
-            if await self._publish(records):
-                self.metrics.swept.inc(len(rows))
-                endpoints = sorted({str(r["endpoint_id"]) for r in rows})
-                log.warning("pending deliveries without a task re-queued", extra={
-                    "count": len(rows), "endpoints": endpoints[:10]})
+    def _take_endpoint_changes(self) -> EndpointChanges:
+        """Circuit states and disablements decided since the last batch, for the writer."""
+        circuits, self._dirty_circuits = self._dirty_circuits, {}
+        disable, self._disable = self._disable, {}
+        return circuits, disable
 
     def _check_progress(self) -> None:
         """An endpoint whose tasks keep being deferred while none is served is a bug of
@@ -883,44 +704,6 @@ class Dispatcher:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 10.0)
 
-    async def _record(self, store: Store, records: list[AttemptRecord],
-                      circuits: dict[uuid.UUID, CircuitState], disable: dict[uuid.UUID, str],
-                      ) -> None:
-        """Write outcomes; a row PostgreSQL refuses is isolated (halving the batch) and
-        written without what the receiver sent, so one bad row never blocks the others."""
-        try:
-            applied = await self._db(store.record, records, circuits, disable)
-            if applied < len(records):
-                # Written after the lease was taken over (a database outage longer than
-                # the lease): the attempt row is complete, the delivery row belongs to
-                # its newer attempt. Counted, never silent.
-                self.metrics.late.inc(len(records) - applied)
-                log.warning("outcomes arrived after their lease was taken over",
-                            extra={"count": len(records) - applied})
-            return
-        except DataRejected as exc:
-            if len(records) > 1:
-                half = len(records) // 2
-                await self._record(store, records[:half], circuits, disable)
-                await self._record(store, records[half:], {}, {})
-                return
-            self.metrics.errors.labels("unstorable_outcome").inc()
-            log.error("outcome refused by the database; recorded without the response",
-                      extra={"delivery": str(records[0].claim.delivery_id) if records else None,
-                             "error": str(exc)})
-        for r in records:
-            r.excerpt = None
-            r.error = storable(f"response not storable: {r.error or ''}", 500)
-        try:
-            await self._db(store.record, records, circuits, disable)
-        except DataRejected as exc:  # not the receiver's bytes: a bug, loud but contained
-            log.error("outcome cannot be recorded; its lease will expire and the reaper"
-                      " closes the attempt", extra={"error": str(exc)})
-
-    def _topic_for(self, delay_s: float) -> str:
-        hop = self.tiers.route(delay_s)
-        return self.topics.deliveries if hop is None else self.tiers.topic(hop)
-
     async def _publish(self, records: list[Record]) -> bool:
         """True once every record is acknowledged by the broker (failed ones are sent
         again, exactly those); False only when shutdown gave up waiting."""
@@ -930,7 +713,7 @@ class Dispatcher:
 
     def _publish_failed(self, failed: list[Failed]) -> None:
         self.metrics.errors.labels("kafka_produce").inc(len(failed))
-        self._fail("kafka", KafkaException(f"{len(failed)} records not acknowledged, "
+        self._fail("kafka", KafkaTransient(f"{len(failed)} records not acknowledged, "
                                            f"retrying them: {failed[0].error}"))
         for f in failed:
             if not f.retriable:  # a record the broker can never take: a bug, say so

@@ -54,8 +54,7 @@ ERROR_KINDS = ("database", "broker")  # the `kind` of hookstream_relay_errors_to
 
 def _refusal(failure: Failed) -> str | None:
     """The quarantine reason when the broker refused the record itself, else None."""
-    name, _, detail = failure.error.partition(": ")
-    return broker_rejection_reason(name, detail)
+    return broker_rejection_reason(failure.code, failure.error.partition(": ")[2])
 
 
 class RelayMetrics:

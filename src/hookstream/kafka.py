@@ -70,10 +70,6 @@ def consumer_config(
     return config
 
 
-def new_producer(bootstrap: str, client_id: str, **overrides: object) -> Producer:
-    return Producer(producer_config(bootstrap, client_id, **overrides))
-
-
 def ensure_topics(bootstrap: str, specs: Iterable[TopicSpec], timeout_s: float = 30.0) -> list[str]:
     """Create missing topics; returns the names created now. Existing topics are left alone."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -143,19 +139,6 @@ def warm_group_coordinator(bootstrap: str, topic: str, timeout_s: float = 60.0) 
         consumer.close()
 
 
-def produce(producer: Producer, topic: str, key: bytes, value: bytes, *,
-            headers: Any = None, on_delivery: Any = None) -> None:
-    """``producer.produce`` that waits for room when librdkafka's local queue is full
-    (serving delivery reports meanwhile) instead of raising ``BufferError``."""
-    while True:
-        try:
-            producer.produce(topic, key=key, value=value, headers=headers,
-                             on_delivery=on_delivery)
-            return
-        except BufferError:
-            producer.poll(0.05)
-
-
 # -- the one produce primitive -----------------------------------------------------------
 # Every record's own delivery report decides whether it is durable, never an empty local
 # queue: a record librdkafka gave up on after message.timeout.ms leaves the queue empty
@@ -182,8 +165,9 @@ class Record:
 @dataclass(frozen=True, slots=True)
 class Failed:
     record: Record
-    error: str
+    error: str  # "<code>: <librdkafka's text>", for logs and health
     retriable: bool
+    code: str = "NO_REPORT"  # librdkafka's error name (MSG_SIZE_TOO_LARGE...), for decisions
 
 
 _PERMANENT = frozenset({
@@ -194,7 +178,8 @@ _PERMANENT = frozenset({
 
 
 def failure_of(record: Record, err: KafkaError) -> Failed:
-    return Failed(record, f"{err.name()}: {err.str()}", retriable=err.code() not in _PERMANENT)
+    return Failed(record, f"{err.name()}: {err.str()}", retriable=err.code() not in _PERMANENT,
+                  code=err.name())
 
 
 class _Batch:
@@ -294,7 +279,8 @@ class Publisher:
             batch.settle(i, failure_of(record, err))
             return True
         except (TypeError, ValueError) as exc:  # a record the client cannot even queue
-            batch.settle(i, Failed(record, f"{type(exc).__name__}: {exc}", retriable=False))
+            batch.settle(i, Failed(record, f"{type(exc).__name__}: {exc}", retriable=False,
+                                   code=type(exc).__name__))
             return True
 
     def _on_error(self, err: KafkaError) -> None:
@@ -415,6 +401,21 @@ def translated(doing: str) -> Iterator[None]:
         yield
     except KafkaException as exc:
         raise consumer_error(exc.args[0] if exc.args else exc, doing) from exc
+
+
+def without_errors(messages: Sequence[Message], doing: str = "consume"
+                   ) -> tuple[list[Message], KafkaTransient | KafkaPermanent | None]:
+    """The records of a consume call, and its first error event translated (None when
+    there was none; end-of-partition events are not errors)."""
+    good: list[Message] = []
+    error: KafkaTransient | KafkaPermanent | None = None
+    for msg in messages:
+        err = msg.error()
+        if err is None:
+            good.append(msg)
+        elif error is None and err.code() != KafkaError._PARTITION_EOF:
+            error = consumer_error(err, doing)
+    return good, error
 
 
 Rebalanced = Callable[[list[TP]], None]

@@ -34,6 +34,12 @@ class Topics:
     def tiers(self) -> Tiers:
         return Tiers(self.prefix)
 
+    def for_delay(self, delay_s: float) -> str:
+        """Where a task due in ``delay_s`` goes: the largest delay tier that fits, or the
+        deliveries topic when it is due within the smallest tier."""
+        hop = self.tiers.route(delay_s)
+        return self.deliveries if hop is None else self.tiers.topic(hop)
+
     def specs(self, partitions: int = 6) -> list[TopicSpec]:
         # A week of retention is far beyond any consumer outage we plan for; the durable
         # truth is PostgreSQL, the topics are the work queue.

@@ -1,0 +1,96 @@
+"""Work that no live task will run, handed back to the queue.
+
+* The **reaper**: a delivery ``in_flight`` whose lease expired (its worker died mid-
+  attempt) gets a new task, then its row is released; no transaction is open while the
+  broker is awaited.
+* The **sweeper** (seed 002's *limpiador*): a ``pending`` delivery of an active endpoint
+  overdue by more than ``HOOKSTREAM_SWEEP_AFTER_S`` has lost its task, however that
+  happened; one that fell due while its endpoint was paused or disabled is held work,
+  sent as soon as the endpoint is active again. Either way a new task: a delay, never a
+  loss. Duplicated tasks are harmless (the lease version lets only one claim).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from hookstream.dispatcher.metrics import DispatcherMetrics
+from hookstream.dispatcher.store import Store
+
+from hookstream.codec import DeliveryTask, TaskKind
+from hookstream.kafka import Record
+from hookstream.pg import DatabaseUnavailable
+from hookstream.settings import DispatcherSettings
+
+log = logging.getLogger("hookstream.dispatcher")
+REAP_BATCH = 500
+
+
+def requeued(topic: str, rows: Sequence[Mapping[str, Any]], now: datetime, *,
+             swept: bool) -> list[Record]:
+    """A task, due now, for each delivery row (reaped or swept)."""
+    records = []
+    for r in rows:
+        if swept:  # its first attempt, if it never had one: first-attempt latency is true
+            kind = TaskKind.NEW if r["attempts"] == 0 else TaskKind.RETRY
+            committed_at = datetime.fromtimestamp(r["created_at_s"], UTC)
+        else:
+            kind, committed_at = TaskKind.RETRY, now
+        task = DeliveryTask(
+            delivery_id=r["delivery_id"], event_id=r["event_id"], endpoint_id=r["endpoint_id"],
+            tenant=r["tenant"], kind=kind, due_at=now, committed_at=committed_at,
+            lease_version=r["lease_version"])
+        records.append(Record(topic, task.key, task.encode()))
+    return records
+
+
+class LostWork:
+    def __init__(self, *, store: Store, settings: DispatcherSettings, topic: str,
+                 metrics: DispatcherMetrics, publish: Callable[[list[Record]], Awaitable[bool]],
+                 fail: Callable[[str, BaseException], None],
+                 writer_stuck_for: Callable[[float], float]):
+        self._store, self._s, self._topic, self._metrics = store, settings, topic, metrics
+        self._publish, self._fail, self._writer_stuck_for = publish, fail, writer_stuck_for
+
+    async def reap_forever(self) -> None:
+        async def produce(rows: list[dict[str, Any]]) -> bool:
+            return await self._publish(requeued(self._topic, rows, datetime.now(UTC),
+                                                swept=False))
+
+        while True:
+            await asyncio.sleep(min(5.0, self._s.lease_s / 2))
+            if self._writer_stuck_for(time.monotonic()) > 1.0:
+                # This process's outcomes are stuck on the database (it is away): they go
+                # first, so a lease that expired meanwhile is not taken back from them.
+                continue
+            try:
+                n = await self._store.expired_leases(REAP_BATCH, produce)
+            except DatabaseUnavailable as exc:
+                self._fail("reaper", exc)
+                continue
+            if n:
+                self._metrics.reaped.inc(n)
+                log.warning("expired leases handed back", extra={"count": n})
+
+    async def sweep_forever(self) -> None:
+        s = self._s
+        while True:
+            await asyncio.sleep(s.sweep_interval_s)
+            try:
+                rows = await self._store.sweep(s.sweep_after_s, max(10, s.sweep_batch // 10),
+                                               s.sweep_batch)
+            except DatabaseUnavailable as exc:
+                self._fail("sweeper", exc)
+                continue
+            # Not acknowledged (shutdown): the rows are due again after the bound.
+            if rows and await self._publish(requeued(self._topic, rows, datetime.now(UTC),
+                                                     swept=True)):
+                self._metrics.swept.inc(len(rows))
+                endpoints = sorted({str(r["endpoint_id"]) for r in rows})
+                log.warning("pending deliveries without a task re-queued", extra={
+                    "count": len(rows), "endpoints": endpoints[:10]})

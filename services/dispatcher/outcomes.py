@@ -1,0 +1,150 @@
+"""Finished attempts → durable outcomes, in batches.
+
+Per batch: the retry and dead-letter records are made durable first (acknowledged by
+the broker), then attempt rows, delivery rows, circuit states and disablements are
+written in one transaction, and only then may the tasks' offsets advance. A row
+PostgreSQL refuses is isolated (the batch halved until it is found) and written without
+what the receiver sent, so one bad row never blocks the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from hookstream.dispatcher.attempt import storable
+from hookstream.dispatcher.decide import DeliveryVerdict
+from hookstream.dispatcher.metrics import DispatcherMetrics
+from hookstream.dispatcher.offset_book import Item, OffsetBook
+from hookstream.dispatcher.store import AttemptRecord, Store
+
+from hookstream.codec import DeliveryTask, TaskKind
+from hookstream.kafka import Record
+from hookstream.pg import DataRejected
+from hookstream.policy.circuit import CircuitState
+from hookstream.topics import Topics
+
+log = logging.getLogger("hookstream.dispatcher")
+BATCH = 1000
+EndpointChanges = tuple[dict[uuid.UUID, CircuitState], dict[uuid.UUID, str]]
+
+
+@dataclass(slots=True)
+class Finished:
+    record: AttemptRecord
+    verdict: DeliveryVerdict
+    item: Item
+
+
+class OutcomeWriter:
+    def __init__(self, *, store: Store, topics: Topics, metrics: DispatcherMetrics,
+                 book: OffsetBook, publish: Callable[[list[Record]], Awaitable[bool]],
+                 db: Callable[..., Awaitable[Any]],
+                 endpoint_changes: Callable[[], EndpointChanges]):
+        self._store, self._topics, self._metrics, self._book = store, topics, metrics, book
+        self._publish, self._db, self._endpoint_changes = publish, db, endpoint_changes
+        # A plain list and an event: an asyncio.Queue costs several calls per item.
+        self._finished: list[Finished] = []
+        self._ready = asyncio.Event()
+        self._all_written = asyncio.Event()
+        self._all_written.set()
+        self.unwritten = 0  # finished but not yet recorded (shutdown waits for 0)
+        # When the batch being written started waiting for the database (None: idle).
+        self.busy_since: float | None = None
+
+    def add(self, finished: Finished) -> None:
+        self._finished.append(finished)
+        self.unwritten += 1
+        self._all_written.clear()
+        self._ready.set()
+
+    def stuck_for(self, now_m: float) -> float:
+        """How long the current batch has been waiting for the database (0: not)."""
+        since = self.busy_since
+        return 0.0 if since is None else now_m - since
+
+    async def drain(self, timeout_s: float) -> bool:
+        try:
+            await asyncio.wait_for(self._all_written.wait(), timeout_s)
+            return True
+        except TimeoutError:
+            return False
+
+    async def run(self) -> None:
+        while True:
+            await self._ready.wait()
+            await asyncio.sleep(0.005)  # let attempts finishing together join the batch
+            batch, self._finished = self._finished[:BATCH], self._finished[BATCH:]
+            if not self._finished:
+                self._ready.clear()
+            # The records are durable before the rows say so; if they cannot be (shutdown
+            # with Kafka gone), nothing is written and the tasks are redelivered: the
+            # attempt rows stay open and the reaper closes them.
+            records = self._records(batch, time.time())
+            if not records or await self._publish(records):
+                circuits, disable = self._endpoint_changes()
+                self.busy_since = time.monotonic()
+                await self.record([f.record for f in batch], circuits, disable)
+                self.busy_since = None
+                self._book.complete_all([f.item for f in batch])
+            self.unwritten -= len(batch)
+            if not self.unwritten:
+                self._all_written.set()
+
+    def _records(self, batch: list[Finished], now: float) -> list[Record]:
+        records = []
+        for f in batch:
+            task = f.item.task
+            if f.verdict.retry_due_s is not None:
+                retry = DeliveryTask(
+                    delivery_id=task.delivery_id, event_id=task.event_id,
+                    endpoint_id=task.endpoint_id, tenant=task.tenant, kind=TaskKind.RETRY,
+                    due_at=datetime.fromtimestamp(f.verdict.retry_due_s, UTC),
+                    committed_at=task.committed_at, lease_version=f.record.claim.lease_version)
+                topic = self._topics.for_delay(f.verdict.retry_due_s - now)
+                records.append(Record(topic, retry.key, retry.encode()))
+                self._metrics.retries.labels(topic.rsplit(".", 1)[-1]).inc()
+            elif f.verdict.dead_letter:
+                records.append(Record(self._topics.dead, task.key, task.encode(), headers=[
+                    ("hookstream-reason", (f.record.error or "dead").encode()[:500])]))
+                self._metrics.dead.inc()
+        return records
+
+    async def record(self, records: list[AttemptRecord],
+                     circuits: dict[uuid.UUID, CircuitState], disable: dict[uuid.UUID, str],
+                     ) -> None:
+        """Write outcomes, isolating any row PostgreSQL refuses."""
+        try:
+            applied = await self._db(self._store.record, records, circuits, disable)
+            if applied < len(records):
+                # Written after the lease was taken over (a database outage longer than
+                # the lease): the attempt row is complete, the delivery row belongs to
+                # its newer attempt. Counted, never silent.
+                self._metrics.late.inc(len(records) - applied)
+                log.warning("outcomes arrived after their lease was taken over",
+                            extra={"count": len(records) - applied})
+            return
+        except DataRejected as exc:
+            if len(records) > 1:
+                half = len(records) // 2
+                await self.record(records[:half], circuits, disable)
+                await self.record(records[half:], {}, {})
+                return
+            self._metrics.errors.labels("unstorable_outcome").inc()
+            log.error("outcome refused by the database; recorded without the response",
+                      extra={"delivery": str(records[0].claim.delivery_id) if records else None,
+                             "error": str(exc)})
+        for r in records:
+            r.excerpt = None
+            r.error = storable(f"response not storable: {r.error or ''}", 500)
+        try:
+            await self._db(self._store.record, records, circuits, disable)
+        except DataRejected as exc:  # not the receiver's bytes: a bug, loud but contained
+            log.error("outcome cannot be recorded; its lease will expire and the reaper"
+                      " closes the attempt", extra={"error": str(exc)})

@@ -1,0 +1,62 @@
+"""The dispatcher's offset book: out-of-order completion, rebalances, no Kafka."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+
+from hookstream.dispatcher.offset_book import Item, OffsetBook
+
+from hookstream.codec import DeliveryTask, TaskKind
+
+TP0, TP1 = ("d", 0), ("d", 1)
+
+
+def _items(book: OffsetBook, tp: tuple[str, int], offsets: list[int]) -> list[Item]:
+    now = datetime.now(UTC)
+    task = DeliveryTask(delivery_id=uuid.uuid4(), event_id=uuid.uuid4(),
+                        endpoint_id=uuid.uuid4(), tenant="t", kind=TaskKind.NEW, due_at=now,
+                        committed_at=now, lease_version=0)
+    trackers = book.track_all([tp] * len(offsets), offsets)
+    return [Item(task, tp, o, t) for o, t in zip(offsets, trackers, strict=True)
+            if t is not None]
+
+
+def test_commits_stop_at_the_lowest_unfinished_offset() -> None:
+    book = OffsetBook()
+    book.assigned([TP0])
+    a, b, c = _items(book, TP0, [10, 11, 12])
+    book.complete_all([b, c])
+    assert book.commits() == {TP0: 10}  # 10 is still running: a restart resumes there
+    book.complete(a)
+    assert book.commits() == {TP0: 13}
+    book.committed({TP0: 13})
+    assert book.commits() == {}  # nothing new to commit
+
+
+def test_a_revoked_partition_hands_back_its_finished_offsets_and_ignores_late_completions(
+        ) -> None:
+    book = OffsetBook()
+    book.assigned([TP0, TP1])
+    (a0,) = _items(book, TP0, [5])
+    (a1,) = _items(book, TP1, [7])
+    book.complete(a0)
+    assert book.revoked([TP0]) == {TP0: 6}
+    assert not book.valid(a0) and book.valid(a1)
+    book.assigned([TP0])  # assigned again: a new tracker, the old item counts for nothing
+    book.complete(a0)
+    assert book.commits() == {TP1: 7}  # TP0's new tracker tracked nothing; 7 still runs
+
+
+def test_lost_partitions_commit_nothing() -> None:
+    book = OffsetBook()
+    book.assigned([TP0])
+    (a,) = _items(book, TP0, [3])
+    book.complete(a)
+    book.lost([TP0])
+    assert book.commits() == {} and not book.valid(a)
+
+
+def test_positions_without_a_partition_get_no_tracker() -> None:
+    book = OffsetBook()
+    assert book.track_all([None, TP0], [0, 1])[0] is None
