@@ -24,6 +24,15 @@ def _statuses(db_url: str) -> dict[str, int]:
     return dict(query(db_url, "SELECT status, count(*) FROM deliveries GROUP BY 1"))
 
 
+def _attempts_in_flight(db_url: str, receiver: Receiver, events: int, at_least: int) -> None:
+    """Write ``events`` events and wait until ``at_least`` POSTs are held by the receiver."""
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        for i in range(events):
+            write_event(conn, tenant="acme", type="a.b", payload={"i": i})
+    wait_until(lambda: sum(receiver.in_flight.values()) >= at_least, 30,
+               message="attempts in flight")
+
+
 def test_retries_produced_while_kafka_is_down_past_the_message_timeout_are_not_lost(
         db_url: str, receiver: Receiver, start_pipeline: StartPipeline) -> None:
     # Every first attempt fails after 3 s; the broker is stopped while they are in flight,
@@ -33,10 +42,7 @@ def test_retries_produced_while_kafka_is_down_past_the_message_timeout_are_not_l
                    circuit_failure_threshold="1000")
     add_endpoint(db_url, receiver, "flaky", "acme",
                  max_in_flight=10, behaviour=Behaviour(delay_s=3.0, fail_first=1, fail_status=500))
-    with psycopg.connect(db_url, autocommit=True) as conn:
-        for i in range(10):
-            write_event(conn, tenant="acme", type="a.b", payload={"i": i})
-    wait_until(lambda: sum(receiver.in_flight.values()) >= 5, 30, message="attempts in flight")
+    _attempts_in_flight(db_url, receiver, 10, 5)
     localstack.kafka_stop()
     try:
         # Every first attempt is answered (500); their retries wait for the broker.
@@ -58,10 +64,7 @@ def test_a_database_outage_longer_than_the_lease_resends_nothing_delivered(
     start_pipeline(lease_s="15", request_timeout_s="5")
     add_endpoint(db_url, receiver, "slow", "acme", max_in_flight=10,
                  behaviour=Behaviour(delay_s=2.0))
-    with psycopg.connect(db_url, autocommit=True) as conn:
-        for i in range(8):
-            write_event(conn, tenant="acme", type="a.b", payload={"i": i})
-    wait_until(lambda: sum(receiver.in_flight.values()) >= 4, 30, message="attempts in flight")
+    _attempts_in_flight(db_url, receiver, 8, 4)
     localstack.pg_stop()
     try:
         time.sleep(20)  # beyond the 15 s lease
