@@ -499,26 +499,20 @@ class GroupConsumer:
             raise consumer_error(self._fatal, "consume")
         with translated("consume"):
             messages = self._consumer.consume(max_records, timeout_s)
-        good: list[Message] = []
-        error: KafkaError | None = None
-        for msg in messages:
-            err = msg.error()
-            if err is None:
-                good.append(msg)
-                tp = (msg.topic(), msg.partition())
-                span = self._uncommitted.get(tp)
-                if span is None:
-                    self._uncommitted[tp] = [msg.offset(), msg.offset()]
-                else:
-                    span[1] = max(span[1], msg.offset())
-            elif err.code() != KafkaError._PARTITION_EOF and error is None:
-                error = err
+        good, error = without_errors(messages)
+        for msg in good:
+            tp = (msg.topic(), msg.partition())
+            span = self._uncommitted.get(tp)
+            if span is None:
+                self._uncommitted[tp] = [msg.offset(), msg.offset()]
+            else:
+                span[1] = max(span[1], msg.offset())
         if good:
             self._answered()
         if self._fatal is not None:
             raise consumer_error(self._fatal, "consume")
         if error is not None:
-            raise consumer_error(error, "consume")
+            raise error
         if not self.reachable and not good:
             self._probe()
         return good
