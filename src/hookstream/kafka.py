@@ -321,6 +321,9 @@ class Publisher:
         left = self._producer.flush(timeout_s)
         self._closed.set()
         self._poller.join(1.0)
+        # Serve what the report thread may have left after its last poll (an error
+        # callback, a late report) before the producer is destroyed.
+        self._producer.poll(0)
         return left
 
 
