@@ -431,7 +431,10 @@ class Dispatcher:
         rate = max(ep.row.rate_per_s, 0.001)
         if ep.latency_s > 0:
             rate = min(rate, max(ep.row.max_in_flight / ep.latency_s, 0.05))
-        keep = max(2 * ep.row.max_in_flight, int(rate * self.settings.backlog_horizon_s))
+        # At least its cap, so it never idles for want of work; at most what it drains in
+        # the horizon. A queued task then waits about one latency at most (a bound the
+        # sweeper's and reconcile's must exceed: a few request deadlines).
+        keep = max(ep.row.max_in_flight, int(rate * self.settings.backlog_horizon_s))
         excess = self.sched.pop_excess(endpoint_id, keep)
         if not excess:
             return []
@@ -536,6 +539,10 @@ class Dispatcher:
         ep.served += 1
         latency_s = result.latency_ms / 1000.0
         ep.latency_s = latency_s if not ep.latency_s else 0.8 * ep.latency_s + 0.2 * latency_s
+        if self.sched.queued_for(endpoint_id) > ep.row.max_in_flight:
+            # What it was given before its latency was known (or before it slowed down)
+            # leaves memory now, not when its next task happens to arrive.
+            self._spawn_defer(self._overflow(endpoint_id, now))
         decision = result.decision
         if (decision.outcome is Outcome.DELIVERED and not ep.probing
                 and ep.circuit == CLEAN_CIRCUIT
@@ -587,10 +594,15 @@ class Dispatcher:
                     self.book.complete(item)
             elif queued:
                 until = circuit.paused_until or now
-                job = asyncio.get_running_loop().create_task(self._defer(
-                    [(i, until + self.rng.uniform(0, 5), "circuit") for i in queued]))
-                self._background.add(job)  # a task nobody references may be collected
-                job.add_done_callback(self._background.discard)
+                self._spawn_defer([(i, until + self.rng.uniform(0, 5), "circuit")
+                                   for i in queued])
+
+    def _spawn_defer(self, deferred: list[tuple[Item, float, str]]) -> None:
+        if not deferred:
+            return
+        job = asyncio.get_running_loop().create_task(self._defer(deferred))
+        self._background.add(job)  # a task nobody references may be collected
+        job.add_done_callback(self._background.discard)
 
     def _set_probing(self, ep: EndpointState, probing: bool) -> None:
         # After a pause only a probe's worth of traffic: one request at a time until one
