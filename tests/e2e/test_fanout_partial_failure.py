@@ -4,7 +4,6 @@ every row has a task (a row may have two: harmless, the dispatcher's lease check
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -34,7 +33,12 @@ def test_fanout_killed_half_way_through_a_large_event_completes_it_after_restart
         produce_events(stack.bootstrap, topics.events, [event])
         wait_until(lambda: scalar(db_url, "SELECT count(*) FROM deliveries") == 5000, 60,
                    message="the first half committed")
-        time.sleep(1.0)  # the blocked statement is waiting; nothing else moves
+        # The positive signal that it stopped exactly there: its next statement waits on
+        # the lock we hold (and nothing else moved meanwhile).
+        wait_until(lambda: scalar(db_url, "SELECT count(*) FROM pg_stat_activity WHERE"
+                                          " datname = current_database() AND"
+                                          " wait_event_type = 'Lock'") >= 1, 30,
+                   message="the fanout's next statement waiting on the held lock")
         assert scalar(db_url, "SELECT count(*) FROM deliveries") == 5000
         first.kill()
     finally:
