@@ -434,9 +434,11 @@ class GroupConsumer:
     replaced by ``rebuild()`` (closed, made anew, subscribed again: it resumes from the
     committed offsets).
 
-    ``reachable`` is False from librdkafka's "all brokers down" until the broker answers
-    again (a record consumed, a commit, or a metadata probe every ``probe_interval_s``
-    while down), so an idle service can report an outage too.
+    ``reachable`` is False from librdkafka's "all brokers down", or from the second failed
+    metadata probe in a row (an idle consumer probes every ``probe_interval_s``: the error
+    callback alone was seen to stay silent through a 50 s outage), until the broker
+    answers again (a record consumed, a commit, or a probe), so an idle service reports
+    an outage too.
     """
 
     def __init__(self, config: dict[str, object], topics: Sequence[str], *,
@@ -451,6 +453,7 @@ class GroupConsumer:
         self.rebuilt = 0
         self._fatal: KafkaError | None = None
         self._last_probe = 0.0
+        self._probe_failures = 0
         # partition → [first consumed offset not committed, highest consumed offset]
         self._uncommitted: dict[TP, list[int]] = {}
         self._consumer = self._subscribed()
@@ -492,6 +495,7 @@ class GroupConsumer:
 
     def _answered(self) -> None:
         self.reachable, self.last_error = True, None
+        self._probe_failures = 0
 
     # -- consuming ---------------------------------------------------------------------
     def consume(self, max_records: int, timeout_s: float) -> list[Message]:
@@ -516,7 +520,7 @@ class GroupConsumer:
             raise consumer_error(self._fatal, "consume")
         if error is not None:
             raise error
-        if not self.reachable and not good:
+        if not good:
             self._probe()
         return good
 
@@ -526,8 +530,12 @@ class GroupConsumer:
             return
         self._last_probe = now
         try:
-            self._consumer.list_topics(self._topics[0], timeout=1.0)
-        except KafkaException:
+            self._consumer.list_topics(self._topics[0], timeout=2.0)
+        except KafkaException as exc:
+            self._probe_failures += 1
+            if self._probe_failures >= 2:  # one slow answer on a busy host is not an outage
+                self.reachable = False
+                self.last_error = f"kafka: metadata probe failed: {exc}"
             return
         self._answered()
 
