@@ -32,6 +32,7 @@ from hookstream.kafka import (
     publish_until_acked_sync,
 )
 from hookstream.observability import at_zero
+from hookstream.pg import DatabaseUnavailable, DataRejected, translating
 from hookstream.settings import FanoutSettings
 from hookstream.topics import Topics
 
@@ -43,7 +44,7 @@ class FanoutMetrics:
     def __init__(self, registry: CollectorRegistry):
         self.events = at_zero(Counter(
             "hookstream_fanout_events_total", "Events consumed", ["result"], registry=registry),
-            ("fanned_out", "conflict", "undecodable"))
+            ("fanned_out", "conflict", "undecodable", "refused"))
         self.deliveries = Counter(
             "hookstream_fanout_deliveries_created_total", "Delivery rows created",
             registry=registry)
@@ -87,13 +88,11 @@ class BatchResult:
     undecodable: int
     coalesced: int = 0
     statements: int = 0
+    refused: int = 0  # well-formed, but PostgreSQL refused to store them: dead-lettered
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
-# Errors of the database connection: reconnect. InterfaceError is what psycopg raises on
-# a connection the server already closed (a restart between two statements).
-DB_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError)
 
 
 def _epoch_us(at: datetime) -> int:
@@ -129,19 +128,27 @@ class Fanout:
     def process(self, conn: psycopg.Connection[Any], messages: list[Message]) -> BatchResult:
         started = time.monotonic()
         envelopes: list[EventEnvelope] = []
+        origin: dict[uuid.UUID, Message] = {}
         dead: list[Record] = []
         for msg in messages:
             try:
-                envelopes.append(EventEnvelope.decode(msg.value() or b""))
+                e = EventEnvelope.decode(msg.value() or b"")
             except CodecError as exc:
                 dead.append(self._dead_letter(msg, f"undecodable event record: {exc}"))
-        # Before the offsets move past them, the dead letters must be durable too.
-        self._publish(dead)
+            else:
+                envelopes.append(e)
+                origin[e.event_id] = msg
         undecodable = len(dead)
         # The same event twice in one batch (relay retry) is one event.
         unique = list({e.event_id: e for e in envelopes}.values())
-        accepted, again, conflicts = self._store_events(conn, unique) if unique else ([], set(), 0)
-        result = BatchResult(len(unique), 0, 0, conflicts, undecodable)
+        accepted, again, conflicts, refused = (self._store_isolating(conn, unique) if unique
+                                               else ([], set(), 0, []))
+        dead += [self._dead_letter(origin[e.event_id], f"event refused by PostgreSQL: {why}")
+                 for e, why in refused]
+        # Before the offsets move past them, the dead letters must be durable too.
+        self._publish(dead)
+        result = BatchResult(len(unique) - len(refused), 0, 0, conflicts, undecodable,
+                             refused=len(refused))
         if accepted:
             self._fan_out(conn, accepted, again, result)
         now = datetime.now(UTC)
@@ -150,6 +157,27 @@ class Fanout:
             self.metrics.event_seconds.observe(elapsed)
             self.metrics.lag_seconds.observe(max(0.0, (now - e.committed_at).total_seconds()))
         return result
+
+    def _store_isolating(self, conn: psycopg.Connection[Any], unique: list[EventEnvelope],
+                         ) -> tuple[list[EventEnvelope], set[uuid.UUID], int,
+                                    list[tuple[EventEnvelope, str]]]:
+        """``_store_events``, except that events PostgreSQL refuses (a NUL in a text
+        field: well-formed for Avro, not storable) are found by halving the batch and
+        returned with the reason instead of failing it: retried, they would fail the
+        same way forever and jam their partition."""
+        try:
+            with translating():
+                accepted, again, conflicts = self._store_events(conn, unique)
+            return accepted, again, conflicts, []
+        except DataRejected as exc:
+            if len(unique) == 1:
+                log.error("event refused by PostgreSQL; dead-lettered", extra={
+                    "event_id": str(unique[0].event_id), "error": str(exc)})
+                return [], set(), 0, [(unique[0], str(exc)[:500])]
+        mid = len(unique) // 2
+        a1, g1, c1, r1 = self._store_isolating(conn, unique[:mid])
+        a2, g2, c2, r2 = self._store_isolating(conn, unique[mid:])
+        return a1 + a2, g1 | g2, c1 + c2, r1 + r2
 
     def _store_events(self, conn: psycopg.Connection[Any], unique: list[EventEnvelope],
                       ) -> tuple[list[EventEnvelope], set[uuid.UUID], int]:
@@ -275,9 +303,9 @@ class Fanout:
             while not self.stop.is_set():
                 try:
                     self._run_connected(consumer)
-                except (*DB_ERRORS, KafkaTransient, KafkaPermanent) as exc:
+                except (DatabaseUnavailable, KafkaTransient, KafkaPermanent) as exc:
                     self._status(str(exc))
-                    kind = "database" if isinstance(exc, DB_ERRORS) else "broker"
+                    kind = "database" if isinstance(exc, DatabaseUnavailable) else "broker"
                     self.metrics.errors.labels(kind).inc()
                     log.warning("fanout batch failed; rewinding and backing off",
                                 extra={"error": str(exc), "backoff_s": backoff_s})
@@ -292,8 +320,9 @@ class Fanout:
             self.publisher.close()
 
     def _run_connected(self, consumer: GroupConsumer) -> None:
-        with psycopg.connect(self.settings.database_url, autocommit=True,
-                             connect_timeout=10) as conn:
+        # Driver errors leave as DatabaseUnavailable (retried), or untranslated for a bug.
+        with translating(), psycopg.connect(self.settings.database_url, autocommit=True,
+                                            connect_timeout=10) as conn:
             self._status(None)
             while not self.stop.is_set():
                 batch = consumer.consume(self.settings.batch_size, timeout_s=0.5)
@@ -308,6 +337,7 @@ class Fanout:
                 self.metrics.events.labels("fanned_out").inc(result.events - result.conflicts)
                 self.metrics.events.labels("conflict").inc(result.conflicts)
                 self.metrics.events.labels("undecodable").inc(result.undecodable)
+                self.metrics.events.labels("refused").inc(result.refused)
                 self.metrics.deliveries.inc(result.created)
                 self.metrics.tasks.inc(result.tasks)
                 self.metrics.coalesced.inc(result.coalesced)

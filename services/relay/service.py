@@ -3,11 +3,12 @@
 Shape of the process:
 
 * ``lanes`` publish loops (threads, one PostgreSQL connection each) share one idempotent
-  producer. A round locks a batch (``FOR UPDATE SKIP LOCKED``), produces every row
-  (pipelined by librdkafka), waits once for the batch's acknowledgements, then marks the
-  acknowledged rows published and commits. While one lane waits for the broker the other
-  locks and encodes the next batch: the same SKIP LOCKED that lets replicas share the
-  table lets lanes share it, so there is no hand-off between them.
+  producer. A round claims a batch (one short statement: see ``outbox_store``), produces
+  every row (pipelined by librdkafka), waits once for the batch's acknowledgements with
+  no transaction open, then marks the acknowledged rows published and hands the failed
+  ones back. While one lane waits for the broker the other claims and encodes the next
+  batch: the claims that let replicas share the table let lanes share it, so there is
+  no hand-off between them.
 * a listener thread holds ``LISTEN hookstream_outbox`` and wakes the lanes within
   milliseconds of a commit; ``poll_interval_s`` is the fallback.
 * a housekeeping thread refreshes the backlog gauges and purges published rows past
@@ -26,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
+from hookstream.relay.outbox_store import OutboxStore, notifications
 from hookstream.relay.validate import (
     REASON_CATEGORIES,
     broker_rejection_reason,
@@ -39,16 +40,18 @@ from hookstream import queries
 from hookstream.fastcodec import encode_envelope
 from hookstream.kafka import BrokerUnavailable, Failed, KafkaTransient, Publisher, Record
 from hookstream.observability import at_zero
+from hookstream.pg import DatabaseUnavailable
 from hookstream.settings import RelaySettings
 from hookstream.topics import Topics
 
 log = logging.getLogger("hookstream.relay")
 Q = queries.load("relay")
 NOTIFY_CHANNEL = "hookstream_outbox"
-# Errors of the database connection: the loop reconnects. InterfaceError is what psycopg
-# raises on a connection the server already closed (a restart between two statements).
-DB_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError)
-BROKER_ERRORS = (BrokerUnavailable,)
+# A claim outlives the longest wait for its acknowledgements (the producer's message
+# timeout, plus the publisher's grace for unreported records) by this margin; it only
+# matters for a relay that is connected but stuck, since a dead one's claims die with its
+# session.
+CLAIM_MARGIN_S = 30.0
 ERROR_KINDS = ("database", "broker")  # the `kind` of hookstream_relay_errors_total
 
 
@@ -120,29 +123,29 @@ class Relay:
     def healthy(self) -> bool:
         return bool(self._lane_ok) and all(self._lane_ok.values())
 
+    @property
+    def claim_s(self) -> float:
+        return self.publisher.report_wait_s + CLAIM_MARGIN_S
+
     # -- one round -------------------------------------------------------------------
-    def publish_round(self, conn: psycopg.Connection[Any]) -> RoundResult:
+    def publish_round(self, store: OutboxStore) -> RoundResult:
         started = time.monotonic()
-        with conn.transaction():
-            rows = conn.execute(Q["lock_batch"], {"limit": self.settings.batch_size},
-                                binary=True).fetchall()
-            bad: dict[int, str] = {}
-            good: list[tuple[Any, ...]] = []
-            for row in rows:
-                reason = rejection_reason(
-                    type=row[3], schema_version=row[4], payload=row[10],
-                    max_payload_bytes=self.settings.max_payload_bytes)
-                if reason is None:
-                    good.append(row)
-                else:
-                    bad[row[0]] = reason
-            acked, failed = self._publish(good, bad)
-            if bad:
-                conn.execute(Q["quarantine"], {"ids": list(bad), "reasons": list(bad.values())})
-            if acked:
-                conn.execute(Q["mark_published"], {"ids": acked})
-        # Counted only after the transaction committed: a crash before this point
-        # republishes the batch (duplicates are absorbed downstream), never loses it.
+        rows = store.claim(self.settings.batch_size, self.claim_s)
+        bad: dict[int, str] = {}
+        good: list[tuple[Any, ...]] = []
+        for row in rows:
+            reason = rejection_reason(
+                type=row[3], schema_version=row[4], payload=row[10],
+                max_payload_bytes=self.settings.max_payload_bytes)
+            if reason is None:
+                good.append(row)
+            else:
+                bad[row[0]] = reason
+        # No transaction is open here, however long the broker takes.
+        acked, failed = self._publish(good, bad)
+        store.settle(acked, bad, [f.record.ref for f in failed])
+        # Counted only once settled: a crash before this point republishes the batch
+        # (duplicates are absorbed downstream), never loses it.
         for row_id, reason in bad.items():
             log.warning("outbox row quarantined", extra={"outbox_id": row_id, "reason": reason})
             self.metrics.quarantined.labels(reason_category(reason)).inc()
@@ -150,8 +153,7 @@ class Relay:
         self.metrics.batch_rows.observe(len(rows))
         self.metrics.batch_seconds.observe(time.monotonic() - started)
         if failed:
-            # They stay unpublished and unlocked: the next round (after a backoff) sends
-            # them again.
+            # Handed back unpublished: the next round (after a backoff) sends them again.
             raise KafkaTransient(f"{len(failed)} of {len(good)} records not acknowledged"
                                  f" ({failed[0].error})")
         return RoundResult(len(acked), len(bad), full=len(rows) >= self.settings.batch_size)
@@ -186,26 +188,23 @@ class Relay:
         unacknowledged = {f.record.ref for f in failed} | bad.keys()
         return [r.ref for r in records if r.ref not in unacknowledged], failed
 
-    def purge(self, conn: psycopg.Connection[Any], budget_s: float = 2.0) -> int:
+    def purge(self, store: OutboxStore, budget_s: float = 2.0) -> int:
         """Delete published rows older than the retention, batch by batch, within a
         time budget (the next interval continues). Returns the rows deleted."""
         deleted = 0
         deadline = time.monotonic() + budget_s
         while time.monotonic() < deadline and not self.stop.is_set():
-            cur = conn.execute(Q["purge_published"], {
-                "retention_s": self.settings.retention_s,
-                "limit": self.settings.purge_batch_size})
-            deleted += cur.rowcount
-            self.metrics.purged.inc(cur.rowcount)
-            if cur.rowcount < self.settings.purge_batch_size:
+            n = store.purge_batch(self.settings.retention_s, self.settings.purge_batch_size)
+            deleted += n
+            self.metrics.purged.inc(n)
+            if n < self.settings.purge_batch_size:
                 break
         return deleted
 
-    def refresh_backlog(self, conn: psycopg.Connection[Any]) -> None:
-        row = conn.execute(Q["backlog"]).fetchone()
-        assert row is not None
-        self.metrics.backlog.set(row[0])
-        self.metrics.oldest_age.set(float(row[1]))
+    def refresh_backlog(self, store: OutboxStore) -> None:
+        rows, oldest_age_s = store.backlog()
+        self.metrics.backlog.set(rows)
+        self.metrics.oldest_age.set(oldest_age_s)
 
     # -- the loops -------------------------------------------------------------------
     def run(self) -> None:
@@ -237,8 +236,8 @@ class Relay:
         while not self.stop.is_set():
             try:
                 loop(arg)
-            except (*DB_ERRORS, *BROKER_ERRORS) as exc:
-                kind = "database" if isinstance(exc, DB_ERRORS) else "broker"
+            except (DatabaseUnavailable, BrokerUnavailable) as exc:
+                kind = "database" if isinstance(exc, DatabaseUnavailable) else "broker"
                 if isinstance(arg, int):
                     self._lane_ok[arg] = False
                 self.last_error = f"{kind}: {exc}"
@@ -257,11 +256,10 @@ class Relay:
                 backoff_s = 0.25
 
     def _lane(self, lane: int) -> None:
-        with psycopg.connect(self.settings.database_url, autocommit=True,
-                             connect_timeout=10) as conn:
+        with OutboxStore.connect(self.settings.database_url) as store:
             while not self.stop.is_set():
                 seen = self._notified
-                result = self.publish_round(conn)
+                result = self.publish_round(store)
                 self._lane_ok[lane] = True
                 if self.healthy:
                     self.last_error = None
@@ -279,14 +277,11 @@ class Relay:
             self._wake.wait_for(woken, self.settings.poll_interval_s)
 
     def _listen(self, _: None) -> None:
-        with psycopg.connect(self.settings.database_url, autocommit=True,
-                             connect_timeout=10) as conn:
-            conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
-            # (Re)connected: a NOTIFY may have been missed while we were away.
-            self._bump()
-            while not self.stop.is_set():
-                for _n in conn.notifies(timeout=0.5):
-                    self._bump()
+        for notified in notifications(self.settings.database_url, NOTIFY_CHANNEL, 0.5):
+            if self.stop.is_set():
+                return
+            if notified:
+                self._bump()
 
     def _bump(self) -> None:
         with self._wake:
@@ -294,13 +289,12 @@ class Relay:
             self._wake.notify_all()
 
     def _housekeeping(self, _: None) -> None:
-        with psycopg.connect(self.settings.database_url, autocommit=True,
-                             connect_timeout=10) as conn:
+        with OutboxStore.connect(self.settings.database_url) as store:
             next_purge = time.monotonic()
             while not self.stop.is_set():
-                self.refresh_backlog(conn)
+                self.refresh_backlog(store)
                 if time.monotonic() >= next_purge:
-                    deleted = self.purge(conn)
+                    deleted = self.purge(store)
                     if deleted:
                         log.info("published outbox rows purged", extra={"rows": deleted})
                     next_purge = time.monotonic() + self.settings.purge_interval_s

@@ -2,19 +2,26 @@
 driver errors into these two, so nothing above it decides on a driver class.
 
 * ``DatabaseUnavailable``: the server or the connection failed (restart, network, pool
-  exhausted); the same call may succeed later, and callers retry it.
+  exhausted, a failover's read-only window); the same call may succeed later, and
+  callers retry it.
 * ``DataRejected``: the server refused these values (a NUL in text, a constraint); the
   same call will fail again however often it is retried, so callers must not loop on it:
   they isolate the offending row and record it instead.
+
+Anything else psycopg raises (a syntax error, an undefined column, a transaction used
+wrongly) is a bug in hookstream, not an outage: it passes through untranslated so the
+service stops and says so, instead of backing off and retrying it forever.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import ParamSpec, TypeVar
 
 import psycopg
+import psycopg.errors
 import psycopg_pool
 
 P = ParamSpec("P")
@@ -30,15 +37,34 @@ class DataRejected(ValueError):
 
 
 _PERMANENT = (psycopg.DataError, psycopg.IntegrityError)
+# OperationalError covers a lost or refused connection, a server shutting down or in
+# recovery, a cancelled statement, a deadlock or serialization failure; InterfaceError is
+# what psycopg raises on a connection the server already closed. A read-only transaction
+# is a failover's window (connected to a standby that is not promoted yet).
+_TRANSIENT = (psycopg.OperationalError, psycopg.InterfaceError,
+              psycopg.errors.ReadOnlySqlTransaction, psycopg_pool.PoolTimeout, OSError)
+_DRIVER = (psycopg.Error, psycopg_pool.PoolTimeout, OSError)
 
 
 def translate(exc: BaseException) -> BaseException:
     """The project's error for a driver (or socket) error; anything else unchanged."""
     if isinstance(exc, _PERMANENT):
         return DataRejected(f"{type(exc).__name__}: {exc}")
-    if isinstance(exc, psycopg.Error | psycopg_pool.PoolTimeout | OSError):
+    if isinstance(exc, _TRANSIENT):
         return DatabaseUnavailable(f"{type(exc).__name__}: {exc}")
     return exc
+
+
+@contextlib.contextmanager
+def translating() -> Iterator[None]:
+    """Raise the project's errors for driver errors inside the block (sync code)."""
+    try:
+        yield
+    except _DRIVER as exc:
+        mapped = translate(exc)
+        if mapped is exc:
+            raise
+        raise mapped from exc
 
 
 def translated(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
@@ -46,9 +72,18 @@ def translated(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
 
     @functools.wraps(fn)
     async def call(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
+        with translating():
             return await fn(*args, **kwargs)
-        except (psycopg.Error, psycopg_pool.PoolTimeout, OSError) as exc:
-            raise translate(exc) from exc
+
+    return call
+
+
+def translated_sync(fn: Callable[P, R]) -> Callable[P, R]:
+    """Decorate a boundary function (sync code) so it raises only the project's errors."""
+
+    @functools.wraps(fn)
+    def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        with translating():
+            return fn(*args, **kwargs)
 
     return call

@@ -132,6 +132,23 @@ def test_fanout_dead_letters_an_undecodable_record_and_fans_out_the_rest(
     assert set(_rows(db_url)) == {(str(good.event_id), ep)}
 
 
+def test_fanout_dead_letters_an_event_postgresql_refuses_and_fans_out_the_rest(
+        rig: Rig, db_url: str) -> None:
+    # A well-formed record PostgreSQL cannot store: text with a NUL byte (Avro and UTF-8
+    # allow it; a text column does not). Retrying it would jam the partition forever.
+    (ep,) = add_endpoints(db_url, "acme", 1)
+    good = [envelope("acme") for _ in range(5)]
+    poison = envelope("acme", "invoice.\x00paid")
+    result = rig.run(*good[:2], poison, *good[2:])
+    assert (result.events, result.created, result.tasks) == (5, 5, 5)
+    assert result.refused == 1
+    (dead,) = read_topic(rig.stack.bootstrap, rig.topics.dead)
+    assert dead.value() == poison.encode()
+    headers = dict(dead.headers() or [])
+    assert headers["hookstream-reason"].startswith(b"event refused by PostgreSQL")
+    assert set(_rows(db_url)) == {(str(e.event_id), ep) for e in good}
+
+
 def test_fanout_stores_an_event_once_and_rejects_other_bytes_under_its_id(
         rig: Rig, db_url: str) -> None:
     (ep,) = add_endpoints(db_url, "acme", 1)

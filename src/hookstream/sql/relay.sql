@@ -1,21 +1,42 @@
--- name: lock_batch
--- SKIP LOCKED lets several relays (and the lanes of one relay) share the outbox: each
--- takes rows nobody else holds. No id cursor: a row whose transaction commits late is
--- simply found by a later round. Values come out wire-ready for the Avro encoder (id
--- as text, times as epoch microseconds) so Python builds no UUID or datetime objects.
-SELECT id, event_id::text, tenant, type, schema_version, object_id, object_version,
-       coalescing_key,
-       (extract(epoch FROM occurred_at) * 1000000)::bigint AS occurred_at_us,
-       (extract(epoch FROM created_at) * 1000000)::bigint AS committed_at_us,
-       payload
-FROM outbox
-WHERE published_at IS NULL AND quarantined_at IS NULL
-ORDER BY id
-LIMIT %(limit)s
-FOR UPDATE SKIP LOCKED
+-- name: claim_batch
+-- One autocommitted statement claims the batch (see 0007_outbox_claims.sql): the rows
+-- nobody holds a live claim on — never claimed, handed back, claimed by a token whose
+-- advisory lock is gone (its relay died), or claimed longer ago than the lease. SKIP
+-- LOCKED lets relays (and the lanes of one relay) claiming at the same moment take
+-- different rows. No id cursor: a row whose transaction commits late is simply found by a
+-- later round. Values come out wire-ready for the Avro encoder (id as text, times as
+-- epoch microseconds) so Python builds no UUID or datetime objects.
+WITH live AS (
+    SELECT objid::int8 AS token FROM pg_locks
+    WHERE locktype = 'advisory' AND classid = %(lock_class)s AND objsubid = 2 AND granted
+), batch AS (
+    SELECT o.id FROM outbox o
+    WHERE o.published_at IS NULL AND o.quarantined_at IS NULL
+      AND (o.claimed_by IS NULL OR o.claimed_until < now()
+           OR o.claimed_by NOT IN (SELECT token FROM live))
+    ORDER BY o.id
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE outbox o
+SET claimed_by = %(token)s, claimed_until = now() + make_interval(secs => %(lease_s)s)
+FROM batch
+WHERE o.id = batch.id
+RETURNING o.id, o.event_id::text, o.tenant, o.type, o.schema_version, o.object_id,
+          o.object_version, o.coalescing_key,
+          (extract(epoch FROM o.occurred_at) * 1000000)::bigint AS occurred_at_us,
+          (extract(epoch FROM o.created_at) * 1000000)::bigint AS committed_at_us,
+          o.payload
 
 -- name: mark_published
-UPDATE outbox SET published_at = now() WHERE id = ANY(%(ids)b::bigint[])
+UPDATE outbox SET published_at = now(), claimed_by = NULL, claimed_until = NULL
+WHERE id = ANY(%(ids)b::bigint[])
+
+-- name: release
+-- Rows that failed for now go back at once (the next round retries them), unless another
+-- claimer already took them over.
+UPDATE outbox SET claimed_by = NULL, claimed_until = NULL
+WHERE id = ANY(%(ids)s::bigint[]) AND claimed_by = %(token)s AND published_at IS NULL
 
 -- name: quarantine
 UPDATE outbox AS o SET quarantined_at = now(), quarantine_reason = q.reason
