@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import pytest
 
 from hookstream import queries
 from hookstream.codec import TaskKind
@@ -17,7 +20,9 @@ from tests.helpers import query
 from tests.integration.test_api_support import (  # noqa: F401
     ApiHarness,
     api_fixture,
+    api_settings,
     kapi_fixture,
+    make_harness,
     read_tasks,
     seed_delivery,
     seed_event,
@@ -359,3 +364,72 @@ async def test_health_reports_backlog_circuit_last_error_and_success_rate(
     code, err, _ = await api.call("GET", f"/v1/endpoints/{ep['id']}/health",
                                   params={"window_s": "5"})
     assert code == 400 and err["error"]["field"] == "window_s"
+
+
+# -- Kafka away: no transaction waits for it -------------------------------------------
+@pytest.fixture(name="offline")
+async def offline_fixture(db_url: str, topics: Any) -> AsyncIterator[ApiHarness]:
+    """The API with a broker address nothing listens on: every task waits out its
+    acknowledgement bound and fails."""
+    settings = api_settings(db_url, "127.0.0.1:1", topics.prefix, operation_batch_size=2)
+    harness, client = await make_harness(db_url, settings)
+    yield harness
+    await client.close()
+
+
+def _signal_publishing(harness: ApiHarness) -> asyncio.Event:
+    """Set once the API hands tasks to Kafka (instrumentation; the producer stays real)."""
+    publishing = asyncio.Event()
+    publisher = harness.api.sink.publisher
+    publish_async = publisher.publish_async
+
+    async def publish_and_signal(records: Any, wait_s: float | None = None) -> Any:
+        publishing.set()
+        return await publish_async(records, wait_s)
+
+    publisher.publish_async = publish_and_signal  # type: ignore[method-assign]
+    return publishing
+
+
+def _open_transactions(db_url: str) -> list[tuple[Any, ...]]:
+    return query(db_url, "SELECT pid, state, query FROM pg_stat_activity"
+                         " WHERE datname = current_database() AND xact_start IS NOT NULL"
+                         " AND pid <> pg_backend_pid()")
+
+
+async def test_replay_commits_before_waiting_for_kafka_and_says_who_sends_it(
+        offline: ApiHarness) -> None:
+    ep = await offline.endpoint()
+    delivery_id = seed_delivery(offline.db_url, ep["id"], "acme", "dead", lease_version=4)
+    publishing = _signal_publishing(offline)
+    request = asyncio.create_task(offline.call("POST", f"/v1/deliveries/{delivery_id}/replay"))
+    await asyncio.wait_for(publishing.wait(), 10)
+    # While the API waits for Kafka the replay is already committed, and no transaction
+    # (no row lock, no snapshot) is held across the wait.
+    assert _open_transactions(offline.db_url) == []
+    assert row(offline.db_url, delivery_id) == ("pending", 4, 0)
+    code, body, headers = await asyncio.wait_for(request, 30)
+    # Kafka never acknowledged within the bound: still accepted, and the answer says that
+    # the dispatcher's sweeper sends it (a pending delivery overdue with no task).
+    assert code == 202 and body["status"] == "pending"
+    assert headers["Hookstream-Task"] == "sweeper"
+    assert row(offline.db_url, delivery_id) == ("pending", 4, 0)
+
+
+async def test_bulk_replay_commits_each_batch_before_waiting_for_kafka(
+        offline: ApiHarness) -> None:
+    ep = await offline.endpoint()
+    ids = [seed_delivery(offline.db_url, ep["id"], "acme", "dead") for _ in range(3)]
+    publishing = _signal_publishing(offline)
+    code, op, _ = await offline.call("POST", f"/v1/endpoints/{ep['id']}/replay",
+                                     body={"since": (datetime.now(UTC) - timedelta(
+                                         hours=1)).isoformat()})
+    assert code == 202, op
+    await asyncio.wait_for(publishing.wait(), 10)
+    assert _open_transactions(offline.db_url) == []
+    # The first batch (two rows) is committed pending with the operation's cursor past
+    # it; the task waits for Kafka, and the sweeper backs it if this instance dies.
+    assert sorted(row(offline.db_url, d)[0] for d in ids) == ["dead", "pending", "pending"]
+    (processed,), = query(offline.db_url, "SELECT processed FROM operations WHERE id = %s",
+                          (op["id"],))
+    assert processed == 2

@@ -34,6 +34,7 @@ from hookstream.api.tasks import TaskSink, now_utc, replay_tasks
 from hookstream.endpoints import STATUSES
 from hookstream.kafka import BrokerUnavailable
 from hookstream.observability import at_zero
+from hookstream.pg import DatabaseUnavailable, DataRejected, translating
 from hookstream.settings import ApiSettings
 from hookstream.topics import Topics
 
@@ -336,11 +337,14 @@ async def replay_delivery(c: Ctx) -> web.Response:
         if (refusal := rules.replay_refusal(row["status"], row["endpoint_status"])) is not None:
             raise refusal
         marked = await store.mark_pending(conn, [delivery_id], v.REPLAYABLE)
-        # Committed only once Kafka has the task (see hookstream.api.tasks).
-        await c.api.sink.send(replay_tasks(marked, now_utc()))
         fresh = await store.get_delivery(conn, delivery_id, c.scope)
+    # Committed: the task goes to Kafka outside any transaction (hookstream.api.tasks).
     c.api.metrics.replays.labels("single").inc(len(marked))
-    return json_response(views.delivery(fresh), 202, f"/v1/deliveries/{delivery_id}")
+    queued = await c.api.sink.offer(replay_tasks(marked, now_utc()))
+    response = json_response(views.delivery(fresh), 202, f"/v1/deliveries/{delivery_id}")
+    # Who sends it: the task Kafka acknowledged, or (Kafka away) the dispatcher's sweeper.
+    response.headers["Hookstream-Task"] = "acknowledged" if queued else "sweeper"
+    return response
 
 
 async def _start_operation(c: Ctx, kind: str) -> web.Response:
@@ -540,7 +544,8 @@ async def errors_and_metrics(request: web.Request,
                              handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
                              ) -> web.StreamResponse:
     try:
-        response = await handler(request)
+        with translating():  # driver errors arrive as hookstream.pg's
+            response = await handler(request)
     except ApiError as exc:
         response = json_response(exc.body(), exc.status)
     except web.HTTPException as exc:  # no such route, wrong method, body too large
@@ -549,9 +554,17 @@ async def errors_and_metrics(request: web.Request,
         response = json_response({"error": {"code": code, "message": exc.reason}}, exc.status)
         if "Allow" in exc.headers:
             response.headers["Allow"] = exc.headers["Allow"]
-    except (psycopg.OperationalError, BrokerUnavailable) as exc:
+    except (DatabaseUnavailable, BrokerUnavailable) as exc:
         log.warning("dependency unavailable", extra={"error": str(exc)})
         error = unavailable("a dependency (database or Kafka) is unavailable; retry later")
+        response = json_response(error.body(), error.status)
+    except DataRejected as exc:
+        # Validation should have caught it; the database's own words stay in the log
+        # (they may name tables), the caller learns it was the request's values.
+        log.warning("request values refused by the database",
+                    extra={"path": request.path, "error": str(exc)})
+        error = ApiError(400, "invalid_request",
+                         "a value in the request cannot be stored (e.g. a NUL character)")
         response = json_response(error.body(), error.status)
     except Exception:
         log.exception("unhandled API error", extra={"path": request.path})

@@ -25,6 +25,7 @@ from hookstream.api import validation as v
 from hookstream.api.errors import ApiError
 from hookstream.api.tasks import now_utc
 from hookstream.endpoints import STATUSES
+from hookstream.pg import DatabaseUnavailable, DataRejected, translating
 from hookstream.settings import ApiSettings, SettingsError, from_env
 
 Action = Callable[[store.Conn, ApiSettings, argparse.Namespace], Awaitable[Any]]
@@ -42,17 +43,21 @@ def _execute(action: Action, args: argparse.Namespace) -> int:
         return 2
 
     async def run() -> Any:
-        async with await psycopg.AsyncConnection.connect(
-                settings.database_url, row_factory=dict_row) as conn, conn.transaction():
-            return await action(conn, settings, args)
+        with translating():
+            async with await psycopg.AsyncConnection.connect(
+                    settings.database_url, row_factory=dict_row) as conn, conn.transaction():
+                return await action(conn, settings, args)
 
     try:
         _emit(asyncio.run(run()))
     except ApiError as exc:
         print(f"error: {exc.message}", file=sys.stderr)
         return 1
-    except psycopg.OperationalError as exc:
+    except DatabaseUnavailable as exc:
         print(f"database unavailable: {exc}", file=sys.stderr)
+        return 1
+    except DataRejected as exc:
+        print(f"refused by the database: {exc}", file=sys.stderr)
         return 1
     return 0
 

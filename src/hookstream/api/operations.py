@@ -3,11 +3,13 @@
 The request that starts one records an ``operations`` row (with a lease owned by this
 API instance) and answers 202 at once. A task then works through the matching
 deliveries oldest-first in batches; each batch is one transaction that sets the rows
-back to pending, produces their REPLAY tasks, waits for Kafka's acknowledgement, and
-advances the operation's cursor and progress. If this instance dies, the lease runs out
-and any instance's sweeper takes the operation over at its cursor: a batch is done
-entirely or not at all, so nothing is skipped (a batch cut short after its tasks were
-produced only leaves tasks that claim nothing, since their rows were rolled back).
+back to pending and advances the operation's cursor and progress; once it committed,
+the batch's REPLAY tasks are produced and retried until Kafka acknowledges them (no
+transaction waits for the broker, and a long outage holds the operation at that batch
+rather than racing ahead). If this instance dies, the lease runs out and any
+instance's sweeper takes the operation over at its cursor; a batch whose tasks never
+reached Kafka is committed ``pending`` and due, which the dispatcher's sweeper
+re-queues: nothing is skipped.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from psycopg_pool import AsyncConnectionPool
 from hookstream.api import store
 from hookstream.api.tasks import TaskSink, now_utc, replay_tasks
 from hookstream.api.validation import REPLAYABLE
+from hookstream.kafka import Failed
 
 log = logging.getLogger("hookstream.api.operations")
 MAX_FAILURES = 3
@@ -74,11 +77,20 @@ class Operations:
                 return False
             marked = await store.mark_pending(conn, [r["delivery_id"] for r in picked],
                                               REPLAYABLE)
-            await self.sink.send(replay_tasks(marked, now_utc()))
             await store.operation_progress(conn, op, self.owner, cursor=picked[-1],
                                            processed=len(picked), enqueued=len(marked),
                                            lease_s=self.lease_s)
         self.replays.labels(op["kind"]).inc(len(marked))
+
+        def failed(batch: list[Failed]) -> None:
+            log.warning("replay tasks not acknowledged; retrying them", extra={
+                "operation_id": str(operation_id), "count": len(batch),
+                "first": batch[0].error})
+
+        if not await self.sink.send_until_acked(replay_tasks(marked, now_utc()),
+                                                on_failure=failed):
+            log.error("replay tasks refused by the broker; the sweeper will re-queue them",
+                      extra={"operation_id": str(operation_id), "count": len(marked)})
         return True
 
     async def _fail(self, operation_id: uuid.UUID, error: str) -> None:

@@ -7,8 +7,11 @@
 -- later round. Values come out wire-ready for the Avro encoder (id as text, times as
 -- epoch microseconds) so Python builds no UUID or datetime objects.
 WITH live AS (
-    SELECT objid::int8 AS token FROM pg_locks
-    WHERE locktype = 'advisory' AND classid = %(lock_class)s AND objsubid = 2 AND granted
+    -- advisory locks are per database: another database's relays hold their own tokens
+    SELECT l.objid::int8 AS token FROM pg_locks l
+    JOIN pg_database db ON db.oid = l.database AND db.datname = current_database()
+    WHERE l.locktype = 'advisory' AND l.classid = %(lock_class)s AND l.objsubid = 2
+      AND l.granted
 ), batch AS (
     SELECT o.id FROM outbox o
     WHERE o.published_at IS NULL AND o.quarantined_at IS NULL
