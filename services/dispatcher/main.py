@@ -4,9 +4,7 @@ from hookstream.dispatcher.service import Dispatcher
 
 from hookstream.runner import run_service
 from hookstream.settings import DispatcherSettings
-from hookstream.topics import Topics
 
 
 def main() -> int:
-    return run_service("dispatcher", DispatcherSettings, Dispatcher, lambda s: s.http_port,
-                       consumer_groups=lambda s: {s.group_id: [Topics(s.topic_prefix).deliveries]})
+    return run_service("dispatcher", DispatcherSettings, Dispatcher, lambda s: s.http_port)

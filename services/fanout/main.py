@@ -5,7 +5,6 @@ from hookstream.fanout.service import Fanout
 from hookstream.api.server import with_api
 from hookstream.runner import run_service
 from hookstream.settings import ApiSettings, FanoutSettings, SettingsError, from_env
-from hookstream.topics import Topics
 
 
 def main() -> int:
@@ -16,6 +15,4 @@ def main() -> int:
         print(f"hookstream fanout: configuration error: {exc}", flush=True)
         return 2
     return run_service("fanout", FanoutSettings, with_api(Fanout, api_settings),
-                       lambda s: s.http_port,
-                       consumer_groups=lambda s: {s.group_id: [Topics(s.topic_prefix).events]},
-                       delivery_stats=True)
+                       lambda s: s.http_port, delivery_stats=True)

@@ -11,7 +11,9 @@ record at the committed offset. That record is read once per (partition, offset)
 a consumer that is only ever *assigned* partitions, so it never joins, rebalances or
 commits for any group; a stuck group costs nothing after the first read. If the read
 fails, the age is interpolated from earlier high-watermark samples (when did the log
-end pass this offset?), which is a lower bound when the offset predates our history.
+end pass this offset?) — but only between two samples: an offset older than the
+sampler's history has **no** seconds sample (unknown) until a read succeeds, never the
+"time since the sampler started", which under-reported by minutes after a restart.
 
 Exported with the names of kafka_exporter / kafka-lag-exporter, label ``consumergroup``:
 
@@ -25,8 +27,14 @@ Exported with the names of kafka_exporter / kafka-lag-exporter, label ``consumer
   (the committed offset and the high watermark), so rates of consumption and
   production can be graphed next to the lag.
 
-Every replica of a service samples the same groups: dashboards and alerts take
-``max without (instance)`` so replicas are not added up.
+* ``hookstream_delay_overdue_seconds{consumergroup,topic,partition}`` — for the delay
+  tiers, whose records wait on purpose: how far past its release the oldest
+  unconsumed record is (lag seconds minus the tier's hold, at least 0). Their raw lag
+  seconds are up to the hold by design and say nothing about health.
+
+Every service samples every group of the pipeline (``runner.pipeline_groups``), so a
+group's lag stays exported while its own consumer is down: dashboards and alerts take
+``max by (consumergroup, topic[, partition])`` so replicas and services are not added up.
 """
 
 from __future__ import annotations
@@ -95,14 +103,14 @@ def lag_of(committed: int | None, log_start: int | None, high_watermark: int) ->
 def interpolate_append_time(history: Sequence[tuple[int, float]], offset: int) -> float | None:
     """When the record at ``offset`` was appended, from (high watermark, time) samples in
     time order. The record exists once the high watermark passed ``offset``; between two
-    samples we assume a steady rate. If even the first sample is past ``offset`` we only
-    know it is older than that sample: return the sample's time (a lower bound on the age).
-    None when no sample has passed ``offset`` yet."""
+    samples we assume a steady rate. None when no sample has passed ``offset`` yet, and
+    None when even the first sample is past it: the record is older than our history by
+    an unknown amount, and a lower bound would be reported as if it were the age."""
     previous: tuple[int, float] | None = None
     for hw, at in history:
         if hw > offset:
             if previous is None:
-                return at
+                return None
             hw0, at0 = previous
             if hw == hw0:
                 return at
@@ -113,7 +121,10 @@ def interpolate_append_time(history: Sequence[tuple[int, float]], offset: int) -
     return None
 
 
-def lag_families(snapshot: LagSnapshot, now: float) -> Iterator[Metric]:
+def lag_families(snapshot: LagSnapshot, now: float,
+                 holds: Mapping[str, float] | None = None) -> Iterator[Metric]:
+    """``holds``: topic → seconds its records wait on purpose (the delay tiers)."""
+    holds = holds or {}
     p_labels = ["consumergroup", "topic", "partition"]
     lag = GaugeMetricFamily(
         "kafka_consumergroup_lag",
@@ -129,6 +140,10 @@ def lag_families(snapshot: LagSnapshot, now: float) -> Iterator[Metric]:
     end = GaugeMetricFamily(
         "kafka_topic_partition_current_offset", "High watermark of the partition",
         labels=["topic", "partition"])
+    overdue = GaugeMetricFamily(
+        "hookstream_delay_overdue_seconds",
+        "Delay tiers: how far past its release the oldest unconsumed record is (lag seconds"
+        " minus the tier's hold, at least 0)", labels=p_labels)
     total = GaugeMetricFamily(
         "kafka_consumergroup_group_topic_sum_lag",
         "Records the group has not consumed yet, summed over the topic's partitions",
@@ -141,6 +156,8 @@ def lag_families(snapshot: LagSnapshot, now: float) -> Iterator[Metric]:
         age = p.lag_seconds(now)
         if age is not None:
             seconds.add_metric(labels, age)
+            if p.topic in holds:
+                overdue.add_metric(labels, max(0.0, age - holds[p.topic]))
         current.add_metric(labels, float(p.high_watermark - p.lag))
         sums[(p.group, p.topic)] = sums.get((p.group, p.topic), 0) + p.lag
         ends[(p.topic, p.partition)] = p.high_watermark
@@ -148,7 +165,7 @@ def lag_families(snapshot: LagSnapshot, now: float) -> Iterator[Metric]:
         total.add_metric([group, topic], float(value))
     for (topic, partition), hw in sorted(ends.items()):
         end.add_metric([topic, str(partition)], float(hw))
-    yield from (lag, seconds, total, current, end)
+    yield from (lag, seconds, overdue, total, current, end)
 
 
 # --------------------------------------------------------------------------- Kafka part
@@ -290,9 +307,11 @@ class KafkaLagSource:
 
 
 def consumer_lag_collector(bootstrap: str, groups: Mapping[str, Sequence[str]], *,
-                           interval_s: float) -> SampledCollector[LagSnapshot]:
-    """A collector for ``groups`` whose sampler is not started yet (the caller starts it)."""
+                           interval_s: float, holds: Mapping[str, float] | None = None,
+                           ) -> SampledCollector[LagSnapshot]:
+    """A collector for ``groups`` whose sampler is not started yet (the caller starts it).
+    ``holds``: topic → seconds its records wait on purpose (see ``lag_families``)."""
     source = KafkaLagSource(bootstrap, groups)
     sampler = BackgroundSampler("consumer_lag", source.sample, interval_s=interval_s,
                                 close=source.close)
-    return SampledCollector(sampler, lag_families)
+    return SampledCollector(sampler, lambda snap, now: lag_families(snap, now, holds))

@@ -6,7 +6,7 @@ import gc
 import logging
 import signal
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from types import FrameType
 from typing import Any, Protocol, TypeVar
 
@@ -17,6 +17,7 @@ from hookstream.lag import consumer_lag_collector
 from hookstream.observability import ServiceHTTP, setup_logging
 from hookstream.sampling import BackgroundSampler, SampledCollector, SamplerHealth
 from hookstream.settings import CommonSettings, SettingsError, from_env
+from hookstream.topics import Topics
 
 
 class Service(Protocol):
@@ -36,12 +37,12 @@ def run_service(
     build: Callable[[S, CollectorRegistry], Service],
     http_port: Callable[[S], int],
     *,
-    consumer_groups: Callable[[S], Mapping[str, Sequence[str]]] | None = None,
     delivery_stats: bool = False,
 ) -> int:
-    """``consumer_groups``: the Kafka groups (→ their topics) whose lag this service
-    exports; ``delivery_stats``: export the platform-wide gauges read from PostgreSQL
-    (one service does it, see hookstream.db_metrics)."""
+    """Every service exports the lag of every consumer group of the pipeline
+    (``pipeline_groups``), not only its own, so a group's lag stays visible while its
+    consumer is down; ``delivery_stats``: export the platform-wide gauges read from
+    PostgreSQL (one service does it, see hookstream.db_metrics)."""
     try:
         settings = from_env(settings_cls)
     except SettingsError as exc:
@@ -50,7 +51,7 @@ def run_service(
     setup_logging(settings.log_level, settings.log_format, name)
     log = logging.getLogger(f"hookstream.{name}")
     registry = CollectorRegistry()
-    samplers = _observers(settings, registry, consumer_groups, delivery_stats)
+    samplers = _observers(settings, registry, delivery_stats)
     service = build(settings, registry)
     http = ServiceHTTP(
         settings.http_host, http_port(settings), registry,
@@ -88,14 +89,21 @@ def tune_gc(gen0_threshold: int) -> None:
     gc.set_threshold(gen0_threshold, gen1, gen2)
 
 
+def pipeline_groups(settings: CommonSettings) -> dict[str, list[str]]:
+    """Each consumer group the pipeline runs → the topics it consumes."""
+    topics = Topics(settings.topic_prefix)
+    return {settings.fanout_group_id: [topics.events],
+            settings.dispatcher_group_id: [topics.deliveries],
+            f"{settings.dispatcher_group_id}-delay": topics.tiers.topics}
+
+
 def _observers(settings: S, registry: CollectorRegistry,
-               consumer_groups: Callable[[S], Mapping[str, Sequence[str]]] | None,
                delivery_stats: bool) -> list[BackgroundSampler[Any]]:
-    collectors: list[SampledCollector[Any]] = []
-    if consumer_groups is not None:
-        collectors.append(consumer_lag_collector(
-            settings.kafka_bootstrap, consumer_groups(settings),
-            interval_s=settings.lag_sample_interval_s))
+    tiers = Topics(settings.topic_prefix).tiers
+    collectors: list[SampledCollector[Any]] = [consumer_lag_collector(
+        settings.kafka_bootstrap, pipeline_groups(settings),
+        interval_s=settings.lag_sample_interval_s,
+        holds=dict(zip(tiers.topics, tiers.delays_s, strict=True)))]
     if delivery_stats:
         collectors.append(delivery_stats_collector(
             settings.database_url, interval_s=settings.db_metrics_interval_s,

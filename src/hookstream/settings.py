@@ -189,6 +189,13 @@ class CommonSettings:
     topic_prefix: str = env_field(
         "TOPIC_PREFIX", "hookstream", doc="prefix of every topic (tests isolate with it)"
     )
+    # Every service exports every group's lag (hookstream.lag), so all of them read the
+    # group ids: lag stays visible while the group's own consumer is down.
+    fanout_group_id: str = env_field("FANOUT_GROUP_ID", "hookstream-fanout",
+                                     doc="consumer group of the fanout")
+    dispatcher_group_id: str = env_field(
+        "DISPATCHER_GROUP_ID", "hookstream-dispatcher",
+        doc="consumer group of the dispatcher (its delay forwarder's is this + '-delay')")
     http_host: str = env_field("HTTP_HOST", "127.0.0.1", doc="address of /metrics and /healthz")
     log_level: str = env_field("LOG_LEVEL", "INFO")
     log_format: str = env_field("LOG_FORMAT", "json", doc="json or text")
@@ -253,7 +260,7 @@ class RelaySettings(CommonSettings):
 @dataclass(frozen=True)
 class FanoutSettings(CommonSettings):
     http_port: int = env_field("FANOUT_HTTP_PORT", 9102, tcp_port)
-    group_id: str = env_field("FANOUT_GROUP_ID", "hookstream-fanout")
+
     batch_size: int = env_field("FANOUT_BATCH_SIZE", 500, pos_int, "events consumed per round")
     retry_window_s: float = env_field("RETRY_WINDOW_S", 86_400.0, pos_float)
     max_rows_per_statement: int = env_field(
@@ -265,11 +272,15 @@ class FanoutSettings(CommonSettings):
         "FANOUT_MAX_BACKOFF_S", 5.0, pos_float, "cap of the reconnect backoff (broker or database)"
     )
 
+    @property
+    def group_id(self) -> str:
+        return self.fanout_group_id
+
 
 @dataclass(frozen=True)
 class DispatcherSettings(CommonSettings):
     http_port: int = env_field("DISPATCHER_HTTP_PORT", 9103, tcp_port)
-    group_id: str = env_field("DISPATCHER_GROUP_ID", "hookstream-dispatcher")
+
     request_timeout_s: float = env_field(
         "REQUEST_TIMEOUT_S", 5.0, pos_float, "whole-call deadline: DNS, connect, TLS, headers"
     )
@@ -329,6 +340,10 @@ class DispatcherSettings(CommonSettings):
                 f"HOOKSTREAM_REQUEST_TIMEOUT_S={self.request_timeout_s:g} + {LEASE_MARGIN_S:g} s: "
                 "a shorter lease expires while its request is in flight and the webhook is "
                 "sent twice")
+
+    @property
+    def group_id(self) -> str:
+        return self.dispatcher_group_id
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ RELAY = {
     "hookstream_relay_errors_total": ("kind", ["database", "broker"]),
 }
 FANOUT = {
-    "hookstream_fanout_events_total": ("result", ["fanned_out", "conflict", "undecodable"]),
+    "hookstream_fanout_events_total": ("result", [
+        "fanned_out", "conflict", "undecodable", "refused"]),
     "hookstream_fanout_errors_total": ("kind", ["database", "broker"]),
     "hookstream_api_replays_total": ("kind", ["single", "replay", "recover"]),
     "hookstream_sampler_errors_total": ("sampler", ["consumer_lag", "delivery_stats"]),

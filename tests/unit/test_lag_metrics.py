@@ -43,7 +43,7 @@ def test_lag_is_high_watermark_minus_where_the_group_resumes(
 @pytest.mark.parametrize("history, offset, expected", [
     ([], 5, None),                                   # no sample yet
     ([(3, 100.0)], 5, None),                         # offset not written yet at any sample
-    ([(10, 100.0)], 5, 100.0),                       # older than the history: a lower bound
+    ([(10, 100.0)], 5, None),                        # older than the history: unknown
     ([(0, 100.0), (10, 110.0)], 0, 101.0),           # first record of the interval
     ([(0, 100.0), (10, 110.0)], 9, 110.0),           # last record of the interval
     ([(0, 100.0), (10, 110.0), (20, 200.0)], 14, 155.0),  # hw reached 15 halfway
@@ -61,7 +61,8 @@ def test_interpolation_is_monotone_and_within_the_sampled_times(
         hw += step
         history.append((hw, 1000.0 + 10 * i))
     at = interpolate_append_time(history, offset)
-    if hw <= offset:
+    if hw <= offset or history[0][0] > offset:
+        # not written yet, or written before the first sample (an unknown age, not a bound)
         assert at is None
     else:
         assert at is not None and history[0][1] <= at <= history[-1][1]
@@ -98,6 +99,27 @@ def test_lag_families_export_conventional_names_and_sum_per_group_topic() -> Non
     assert got[key("kafka_consumergroup_current_offset", consumergroup="g", topic="t",
                    partition="0")] == 3
     assert got[key("kafka_topic_partition_current_offset", topic="t", partition="0")] == 10
+
+
+def test_delay_tiers_export_how_far_past_its_release_the_head_is() -> None:
+    # Records of a 60 s tier wait 60 s on purpose: 45 s of lag seconds is healthy
+    # (overdue 0), 100 s means the head is 40 s late; a topic without a hold gets none.
+    snap = LagSnapshot((
+        PartitionLag("d", "tier-60", 0, 3, 10, 7, oldest_unconsumed_at=1000.0 - 15),
+        PartitionLag("d", "tier-60", 1, 3, 10, 7, oldest_unconsumed_at=1000.0 - 70),
+        PartitionLag("d", "tier-60", 2, 3, 3, 0, None),
+        PartitionLag("g", "deliveries", 0, 3, 10, 7, oldest_unconsumed_at=1000.0 - 70),
+    ))
+    families = {f.name: {tuple(sorted(smp.labels.items())): smp.value for smp in f.samples}
+                for f in lag_families(snap, 1030.0, {"tier-60": 60.0})}
+    overdue = families["hookstream_delay_overdue_seconds"]
+
+    def labels(group: str, topic: str, partition: int) -> tuple[tuple[str, str], ...]:
+        return tuple(sorted({"consumergroup": group, "topic": topic,
+                             "partition": str(partition)}.items()))
+
+    assert overdue == {labels("d", "tier-60", 0): 0.0, labels("d", "tier-60", 1): 40.0,
+                       labels("d", "tier-60", 2): 0.0}
 
 
 def test_a_scrape_never_waits_for_a_sample_in_progress() -> None:
