@@ -8,12 +8,16 @@ database, not the process: with several fanout replicas, query ``max without
 (instance)``.
 
 Cardinality is bounded by construction: fixed label values, and an ``endpoint`` label
-only on the worst ``top_n`` endpoints by oldest pending age.
+only on tracked endpoints (``hookstream.endpoint_series``): the worst ``top_n`` of the
+held and of the not-held pools by oldest pending age, kept (at 0 once healthy) for an
+hour after they left the list, at most ``2 × top_n`` per pool. The fleet-wide
+distribution (``hookstream_endpoints_overdue{over_seconds}``) covers every endpoint.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,11 +26,12 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from psycopg.rows import dict_row
 
 from hookstream import queries
+from hookstream.endpoint_series import EndpointTracker, Ranked
 from hookstream.pg import DatabaseUnavailable
 from hookstream.sampling import BackgroundSampler, SampledCollector
 
 # Due work older than these (s) counts an endpoint as behind; 10 s is the first-attempt SLO.
-OVERDUE_THRESHOLDS_S: tuple[float, ...] = (10.0, 60.0, 600.0)
+OVERDUE_THRESHOLDS_S: tuple[float, ...] = (10.0, 60.0, 600.0, 3600.0)
 DEFAULT_TOP_N = 10
 
 
@@ -43,6 +48,7 @@ class EndpointStats:
     tenant: str
     pending: int
     oldest_age_s: float
+    held: bool = False  # paused, disabled or circuit open
 
 
 @dataclass(frozen=True)
@@ -50,7 +56,7 @@ class DeliveryStats:
     pending: dict[str, KindStats]  # "new" / "retry" / "held" (see pending_by_kind)
     in_flight: int
     lease_expired: int
-    worst: tuple[EndpointStats, ...]
+    worst: tuple[EndpointStats, ...]  # the tracked endpoints (see endpoint_series)
     endpoints_overdue: dict[float, int]  # threshold s → endpoints
     dead: int
     endpoints_by_status: dict[str, int]
@@ -104,15 +110,20 @@ def delivery_families(stats: DeliveryStats, _now: float) -> Iterator[Metric]:
     ep_labels = ["endpoint", "tenant"]
     worst_age = GaugeMetricFamily(
         "hookstream_endpoint_oldest_pending_age_seconds",
-        "Oldest waiting delivery of the worst endpoints (only the top N are exported)",
-        labels=ep_labels)
+        "Oldest waiting delivery of the tracked endpoints (the worst N held and N not held,"
+        " kept at 0 for an hour after they recover)", labels=ep_labels)
     worst_rows = GaugeMetricFamily(
         "hookstream_endpoint_pending",
-        "Deliveries waiting for the worst endpoints (the same top N)", labels=ep_labels)
+        "Deliveries waiting for the tracked endpoints", labels=ep_labels)
+    held = GaugeMetricFamily(
+        "hookstream_endpoint_held",
+        "1 when a tracked endpoint holds its work (paused, disabled or circuit open)",
+        labels=ep_labels)
     for w in stats.worst:
         worst_age.add_metric([w.endpoint, w.tenant], w.oldest_age_s)
         worst_rows.add_metric([w.endpoint, w.tenant], float(w.pending))
-    yield from (worst_age, worst_rows)
+        held.add_metric([w.endpoint, w.tenant], 1.0 if w.held else 0.0)
+    yield from (worst_age, worst_rows, held)
 
     behind = GaugeMetricFamily(
         "hookstream_endpoints_overdue",
@@ -164,9 +175,12 @@ class DeliveryStatsSource:
     """Runs the named queries on one long-lived connection, reconnecting after failures."""
 
     def __init__(self, database_url: str, *, top_n: int = DEFAULT_TOP_N, window_s: float = 900.0,
-                 statement_timeout_ms: int = 5000) -> None:
+                 statement_timeout_ms: int = 5000, clock: Callable[[], float] = time.time,
+                 ) -> None:
         self.database_url = database_url
         self.top_n = top_n
+        self.tracker = EndpointTracker(slots=top_n)
+        self._clock = clock
         self.window_s = window_s
         self.statement_timeout_ms = statement_timeout_ms
         self._q = queries.load("observability")
@@ -202,9 +216,7 @@ class DeliveryStatsSource:
             pending = {r["kind"]: KindStats(r["rows"], r["oldest_age_s"], r["most_overdue_s"])
                        for r in conn.execute(q["pending_by_kind"])}
             flight = conn.execute(q["in_flight"]).fetchone()
-            worst = tuple(
-                EndpointStats(r["endpoint"], r["tenant"], r["pending"], r["oldest_age_s"])
-                for r in conn.execute(q["worst_endpoints"], {"limit": self.top_n}))
+            worst = self._tracked(conn)
             overdue = {r["over_s"]: r["endpoints"] for r in conn.execute(
                 q["endpoints_overdue"], {"thresholds": list(OVERDUE_THRESHOLDS_S)})}
             dead = conn.execute(q["dead"]).fetchone()
@@ -221,6 +233,26 @@ class DeliveryStatsSource:
             circuit_longest_open_s=circuits["longest_open_s"], window_s=self.window_s,
             automatic_attempts=window["automatic"], manual_attempts=window["manual"],
             attempted_deliveries=window["deliveries"])
+
+
+    def _tracked(self, conn: psycopg.Connection[dict[str, Any]]) -> tuple[EndpointStats, ...]:
+        ranking = [EndpointStats(r["endpoint"], r["tenant"], r["pending"], r["oldest_age_s"],
+                                 r["held"])
+                   for r in conn.execute(self._q["worst_endpoints"], {"limit": self.top_n})]
+        figures = {s.endpoint: s for s in ranking}
+        before = self.tracker.update(
+            [Ranked(s.endpoint, s.tenant, s.held, s.oldest_age_s) for s in ranking],
+            self._clock())
+        others = [ep for ep in before if ep not in figures]
+        if others:
+            for r in conn.execute(self._q["endpoint_figures"], {"ids": others}):
+                figures[r["endpoint"]] = EndpointStats(
+                    r["endpoint"], r["tenant"], r["pending"], r["oldest_age_s"], r["held"])
+                self.tracker.note_held(r["endpoint"], r["held"])
+        gone = [ep for ep in others if ep not in figures]
+        tracked = self.tracker.update([], self._clock(), gone=gone) if gone else before
+        return tuple(sorted((figures[ep] for ep in tracked),
+                            key=lambda s: (-s.oldest_age_s, s.endpoint)))
 
 
 def delivery_stats_collector(database_url: str, *, interval_s: float, top_n: int,

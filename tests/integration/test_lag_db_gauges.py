@@ -84,16 +84,21 @@ def test_delivery_gauges_from_the_database(db_url: str) -> None:
 
     worst = {w.endpoint: w for w in stats.worst}
     oldest_ten = sorted(ages, key=lambda ep: -ages[ep])[:10]
-    assert set(worst) == set(oldest_ten)  # the 10 oldest active ones, nothing held
-    for ep, w in worst.items():
+    # the 10 oldest active ones, and (in a pool of their own, so they never crowd the
+    # live ones out) the held ones
+    assert {ep for ep, w in worst.items() if not w.held} == set(oldest_ten)
+    assert {ep for ep, w in worst.items() if w.held} == {paused, tripped}
+    for ep in oldest_ten:
+        w = worst[ep]
         assert abs(w.oldest_age_s - ages[ep]) < 5 and w.pending == 1 and w.tenant == "acme"
+    assert abs(worst[paused].oldest_age_s - 86_400) < 5
     assert stats.pending["new"].rows == 7 and stats.pending["retry"].rows == 8
     assert abs(stats.pending["new"].oldest_age_s - 435) < 5  # i = 14
     assert abs(stats.pending["retry"].oldest_age_s - 465) < 5  # i = 15
     assert stats.pending["held"].rows == 2
     assert abs(stats.pending["held"].oldest_age_s - 86_400) < 5
     # 15 endpoints behind by > 10 s, 14 by > 60 s (75 s … 465 s), none by > 600 s
-    assert stats.endpoints_overdue == {10.0: 15, 60.0: 14, 600.0: 0}
+    assert stats.endpoints_overdue == {10.0: 15, 60.0: 14, 600.0: 0, 3600.0: 0}
     assert stats.dead == 3
     assert stats.endpoints_by_status == {"active": ACTIVE + 2, "paused": 1, "disabled": 1}
     assert stats.circuits_open == 1
@@ -121,7 +126,28 @@ def test_endpoint_series_stay_bounded_by_top_n(db_url: str) -> None:
     for s in labelled:
         by_name[s.name] = by_name.get(s.name, 0) + 1
     assert by_name == {"hookstream_endpoint_oldest_pending_age_seconds": 4,
-                       "hookstream_endpoint_pending": 4}
+                       "hookstream_endpoint_pending": 4, "hookstream_endpoint_held": 4}
     ages = sorted(s.value for s in labelled
                   if s.name == "hookstream_endpoint_oldest_pending_age_seconds")
     assert ages[0] > 45  # the four oldest of 10 … 49 s
+
+
+def test_an_endpoint_that_recovers_keeps_its_series_at_zero(db_url: str) -> None:
+    # A gap would read as "no data"; 0 is the truth (nothing waiting) and keeps
+    # dashboards and per-endpoint alerts continuous.
+    with psycopg.connect(db_url) as conn:
+        slow = _endpoint(conn)
+        delivery = _delivery(conn, slow, age_s=300)
+        _delivery(conn, _endpoint(conn), age_s=20)
+    source = DeliveryStatsSource(db_url, top_n=10, window_s=900)
+    try:
+        first = {w.endpoint: w for w in source.sample().worst}
+        assert first[slow].pending == 1 and first[slow].oldest_age_s >= 300
+        with psycopg.connect(db_url) as conn:
+            conn.execute("UPDATE deliveries SET status = 'delivered' WHERE delivery_id = %s",
+                         (delivery,))
+        again = {w.endpoint: w for w in source.sample().worst}
+    finally:
+        source.close()
+    assert slow in again
+    assert (again[slow].pending, again[slow].oldest_age_s) == (0, 0.0)

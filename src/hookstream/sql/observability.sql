@@ -34,19 +34,37 @@ FROM deliveries
 WHERE status = 'in_flight'
 
 -- name: worst_endpoints
--- The endpoints holding the oldest waiting deliveries; only these get an `endpoint`
--- label, so the series count is bounded by %(limit)s, not by the number of customers.
--- Held endpoints (paused, disabled, circuit open) are left out: they would fill the
--- list for days; the circuit and status gauges count them.
-SELECT d.endpoint_id::text AS endpoint, d.tenant, count(*) AS pending,
-       extract(epoch FROM now() - min(d.created_at))::float8 AS oldest_age_s
-FROM deliveries d
-JOIN endpoints e ON e.id = d.endpoint_id
-WHERE d.status = 'pending'
-  AND e.status = 'active' AND (e.paused_until IS NULL OR e.paused_until <= now())
-GROUP BY d.endpoint_id, d.tenant
-ORDER BY min(d.created_at), d.endpoint_id
-LIMIT %(limit)s
+-- The endpoints holding the oldest waiting deliveries, the worst %(limit)s of each pool:
+-- held (paused, disabled, circuit open: late by the customer's choice or fault, often for
+-- days) and not held, so held ones never crowd the live slow ones out. Only tracked
+-- endpoints get an `endpoint` label (hookstream.endpoint_series bounds them).
+WITH per AS (
+    SELECT d.endpoint_id, d.tenant, count(*) AS pending, min(d.created_at) AS oldest,
+           (e.status <> 'active' OR coalesce(e.paused_until > now(), false)) AS held
+    FROM deliveries d
+    JOIN endpoints e ON e.id = d.endpoint_id
+    WHERE d.status = 'pending'
+    GROUP BY d.endpoint_id, d.tenant, e.status, e.paused_until
+), ranked AS (
+    SELECT per.*, row_number() OVER (PARTITION BY held ORDER BY oldest, endpoint_id) AS rn
+    FROM per
+)
+SELECT endpoint_id::text AS endpoint, tenant, pending, held,
+       extract(epoch FROM now() - oldest)::float8 AS oldest_age_s
+FROM ranked
+WHERE rn <= %(limit)s
+ORDER BY oldest, endpoint_id
+
+-- name: endpoint_figures
+-- Today's figures of the tracked endpoints that are not among the worst any more (0 when
+-- nothing waits); an id with no row was deleted. Index probes (deliveries_due).
+SELECT e.id::text AS endpoint, e.tenant, count(d.delivery_id) AS pending,
+       (e.status <> 'active' OR coalesce(e.paused_until > now(), false)) AS held,
+       coalesce(extract(epoch FROM now() - min(d.created_at)), 0)::float8 AS oldest_age_s
+FROM endpoints e
+LEFT JOIN deliveries d ON d.endpoint_id = e.id AND d.status = 'pending'
+WHERE e.id = ANY(%(ids)s::uuid[])
+GROUP BY e.id, e.tenant, e.status, e.paused_until
 
 -- name: endpoints_overdue
 -- How many endpoints have due work waiting longer than each threshold (held endpoints
