@@ -60,6 +60,7 @@ from hookstream.kafka import (
 )
 from hookstream.offsets import PartitionOffsets
 from hookstream.pg import DatabaseUnavailable
+from hookstream.policy import backlog
 from hookstream.policy.backoff import BackoffPolicy
 from hookstream.policy.circuit import Admission, CircuitPolicy, CircuitState, Verdict, admission
 from hookstream.policy.classify import Outcome
@@ -425,23 +426,16 @@ class Dispatcher:
         """What an endpoint cannot drain within the horizon leaves memory for a delay tier,
         due when its bucket would reach it: memory stays flat whatever the backlog."""
         ep = self._endpoints[endpoint_id]
-        # What it really drains: its configured rate (not the throttled one: spreading a
-        # backlog over a 429-throttled rate parks it for minutes after it recovers), or
-        # its cap ÷ its latency when it answers slowly (seed 000: 4 at 3 s ≈ 1.3/s).
-        rate = max(ep.row.rate_per_s, 0.001)
-        if ep.latency_s > 0:
-            rate = min(rate, max(ep.row.max_in_flight / ep.latency_s, 0.05))
-        # At least its cap, so it never idles for want of work; at most what it drains in
-        # the horizon. A queued task then waits about one latency at most (a bound the
-        # sweeper's and reconcile's must exceed: a few request deadlines).
-        keep = max(ep.row.max_in_flight, int(rate * self.settings.backlog_horizon_s))
+        rate = backlog.drain_rate(ep.row.rate_per_s, ep.row.max_in_flight, ep.latency_s)
+        keep = backlog.kept(ep.row.max_in_flight, rate, self.settings.backlog_horizon_s)
         excess = self.sched.pop_excess(endpoint_id, keep)
         if not excess:
             return []
-        start = max(now + keep / rate, ep.defer_cursor)
-        ep.defer_cursor = start + len(excess) / rate
+        plan = backlog.schedule(len(excess), kept=keep, rate_per_s=rate, now_s=now,
+                                cursor_s=ep.defer_cursor)
+        ep.defer_cursor = plan.cursor_s
         ep.deferred += len(excess)
-        return [(item, start + k / rate, "backlog") for k, item in enumerate(excess)]
+        return [(item, due, "backlog") for item, due in zip(excess, plan.due_s, strict=True)]
 
     async def _defer(self, deferred: list[tuple[Item, float, str]]) -> None:
         now = time.time()
@@ -537,8 +531,7 @@ class Dispatcher:
         if ep is None:
             return
         ep.served += 1
-        latency_s = result.latency_ms / 1000.0
-        ep.latency_s = latency_s if not ep.latency_s else 0.8 * ep.latency_s + 0.2 * latency_s
+        ep.latency_s = backlog.smoothed_latency(ep.latency_s, result.latency_ms / 1000.0)
         if self.sched.queued_for(endpoint_id) > ep.row.max_in_flight:
             # What it was given before its latency was known (or before it slowed down)
             # leaves memory now, not when its next task happens to arrive.
