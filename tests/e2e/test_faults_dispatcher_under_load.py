@@ -14,19 +14,24 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 from collections import Counter
 
 import psycopg
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from hookstream.dispatcher.service import SHUTDOWN_ATTEMPT_GRACE_S, SHUTDOWN_WRITE_WAIT_S
 
 from hookstream import localstack
+from hookstream.codec import DeliveryTask
 from hookstream.harness import STOP_TIMEOUT_S, Pipeline
 from hookstream.outbox import write_event
 from hookstream.receiver import Behaviour, Receiver
 from hookstream.reconcile import attempt_counts, receiver_gaps
+from hookstream.topics import Topics
+from tests.conftest import Stack
 from tests.e2e.conftest import StartPipeline, add_endpoint
-from tests.helpers import query, scalar, service_metric, wait_until
+from tests.helpers import end_offsets, query, scalar, service_metric, wait_until
 
 pytestmark = pytest.mark.faults
 
@@ -39,6 +44,18 @@ def _events(db_url: str, n: int) -> None:
 
 def _statuses(db_url: str) -> dict[str, int]:
     return dict(query(db_url, "SELECT status, count(*) FROM deliveries GROUP BY 1"))
+
+
+def _wait_all_delivered(db_url: str, total: int, timeout_s: float, message: str) -> None:
+    try:
+        wait_until(lambda: _statuses(db_url) == {"delivered": total}, timeout_s,
+                   interval_s=1.0, message=message)
+    except AssertionError as exc:
+        stuck = query(db_url, "SELECT d.status, e.url, d.attempts, d.next_attempt_at < now()"
+                              " FROM deliveries d JOIN endpoints e ON e.id = d.endpoint_id"
+                              " WHERE d.status <> 'delivered' LIMIT 10")
+        raise AssertionError(f"{exc}: by status {_statuses(db_url)}; not delivered (status,"
+                             f" url, attempts, overdue): {stuck}") from None
 
 
 def _assert_reconciled(db_url: str, receiver: Receiver) -> None:
@@ -56,6 +73,27 @@ def _assert_reconciled(db_url: str, receiver: Receiver) -> None:
             "SELECT delivery_id::text FROM deliveries WHERE status = 'delivered'")]
         attempts = attempt_counts(conn, set(received) | set(delivered))
     assert receiver_gaps(received, attempts, delivered) == []
+
+
+def _tier_tasks(bootstrap: str, topics: Topics) -> list[DeliveryTask]:
+    """Every task record in the delay tiers, read from the start to the end offsets."""
+    ends = {tp: o for tp, o in end_offsets(bootstrap, topics.tiers.topics).items() if o > 0}
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"tiers-{uuid.uuid4().hex}",
+                  "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(t, p, 0) for t, p in ends])
+        seen: dict[tuple[str, int], int] = {}
+        out: list[DeliveryTask] = []
+        deadline = time.monotonic() + 30
+        while any(seen.get(tp, -1) + 1 < end for tp, end in ends.items()):
+            assert time.monotonic() < deadline, f"tiers not read to the end: {seen} {ends}"
+            for msg in c.consume(500, 1.0):
+                if msg.error() is None:
+                    seen[(msg.topic(), msg.partition())] = msg.offset()
+                    out.append(DeliveryTask.decode(msg.value()))
+        return out
+    finally:
+        c.close()
 
 
 def _running(pipeline: Pipeline) -> None:
@@ -114,8 +152,7 @@ def test_sigterm_with_attempts_in_flight_and_a_backlog_drains_in_bound_and_loses
 
     dispatcher.start()
     dispatcher.wait_healthy()
-    wait_until(lambda: _statuses(db_url) == {"delivered": total}, 240, interval_s=1.0,
-               message="every delivery delivered after the restart")
+    _wait_all_delivered(db_url, total, 240, "every delivery delivered after the restart")
     _running(pipeline)
     assert len(receiver.delivered_ids()) == total
     _assert_reconciled(db_url, receiver)
@@ -136,7 +173,8 @@ def _first_answer_due(receiver: Receiver, name: str) -> float:
 
 
 def test_retries_and_deferrals_produced_while_kafka_is_away_past_the_message_timeout(
-        db_url: str, receiver: Receiver, start_pipeline: StartPipeline) -> None:
+        db_url: str, receiver: Receiver, start_pipeline: StartPipeline, stack: Stack,
+        topics: Topics) -> None:
     # "limited" is rate-limited (2/s): of its 15 tasks 10 stay in memory and 5 are
     # deferred at once. Its first answers take 14 s and arrive while Kafka is away:
     # its latency known, it drains 2 ÷ 14 s, and the dispatcher defers what it queued
@@ -182,15 +220,15 @@ def test_retries_and_deferrals_produced_while_kafka_is_away_past_the_message_tim
         # What the outage was: deferrals and retries were produced into it, and the
         # broker refused some of them (the message timeout passed).
         assert metric("hookstream_dispatcher_deferred_total", reason="backlog") > deferred_before
-        assert metric("hookstream_retries_scheduled_total") >= retries_before + FAILING_CAP
+        # (The writer takes one batch at a time: those behind the first wait unbuilt.)
+        assert metric("hookstream_retries_scheduled_total") > retries_before
         assert metric("hookstream_dispatcher_errors_total", kind="kafka_produce") \
             > produce_errors_before
     finally:
         localstack.kafka_start()
 
     total = 2 * OUTAGE_EVENTS
-    wait_until(lambda: _statuses(db_url) == {"delivered": total}, 180, interval_s=1.0,
-               message="every delivery delivered after the outage")
+    _wait_all_delivered(db_url, total, 180, "every delivery delivered after the outage")
     _running(pipeline)
     # Every delivery of "failing" went through its retry, and none was lost on the way.
     assert scalar(db_url, "SELECT min(d.attempts) FROM deliveries d JOIN endpoints e ON"
@@ -198,4 +236,18 @@ def test_retries_and_deferrals_produced_while_kafka_is_away_past_the_message_tim
     assert len(receiver.delivered_ids()) == total
     wait_until(lambda: dispatcher.get("/healthz")[0] == 200, 30,
                message="dispatcher healthy again")
+    # Every deferral and retry the dispatcher decided is in a delay tier: none counted as
+    # made while its record was never acknowledged. (A lost deferral alone may not leave a
+    # delivery undelivered: after an outage longer than the session timeout the group
+    # rebalances and the original task is often read again.) Hops between tiers copy the
+    # record, hence distinct (delivery, due time) pairs.
+    decided = sum(metric("hookstream_dispatcher_deferred_total", reason=r)
+                  for r in ("backlog", "circuit")) + metric("hookstream_retries_scheduled_total")
+    durable = {(t.delivery_id, t.due_at) for t in _tier_tasks(stack.bootstrap, topics)}
+    assert len(durable) == decided
     _assert_reconciled(db_url, receiver)
+    # Outcomes that waited for the broker (behind retry records) were not taken for a
+    # dead worker's: no lease reaped, no delivered webhook sent again.
+    ok_posts = Counter(a.webhook_id for a in receiver.arrivals if 200 <= a.answered < 300)
+    assert [w for w, n in ok_posts.items() if n > 1] == []
+    assert metric("hookstream_dispatcher_leases_reaped_total") == 0
