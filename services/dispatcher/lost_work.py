@@ -64,9 +64,10 @@ class LostWork:
 
         while True:
             await asyncio.sleep(min(5.0, self._s.lease_s / 2))
-            if self._writer_stuck_for(time.monotonic()) > 1.0:
-                # This process's outcomes are stuck on the database (it is away): they go
-                # first, so a lease that expired meanwhile is not taken back from them.
+            if self._writer_stuck_for(time.time()) > 1.0:
+                # This process's outcomes are stuck (the database is away, or the broker
+                # their retry records wait for): they go first, so a lease that expired
+                # meanwhile is not taken back from an attempt that finished.
                 continue
             try:
                 n = await self._store.expired_leases(REAP_BATCH, produce)

@@ -55,8 +55,9 @@ class OutcomeWriter:
         self._all_written = asyncio.Event()
         self._all_written.set()
         self.unwritten = 0  # finished but not yet recorded (shutdown waits for 0)
-        # When the batch being written started waiting for the database (None: idle).
-        self.busy_since: float | None = None
+        # When the oldest outcome of the batch being written finished (epoch s; None:
+        # no batch in hand).
+        self._batch_oldest_s: float | None = None
 
     def add(self, finished: Finished) -> None:
         self._finished.append(finished)
@@ -64,10 +65,15 @@ class OutcomeWriter:
         self._all_written.clear()
         self._ready.set()
 
-    def stuck_for(self, now_m: float) -> float:
-        """How long the current batch has been waiting for the database (0: not)."""
-        since = self.busy_since
-        return 0.0 if since is None else now_m - since
+    def stuck_for(self, now_s: float) -> float:
+        """How long the oldest outcome not yet recorded has waited (0: none waits), for
+        whatever it waits: its batch's retry records on the broker, or the database.
+        Milliseconds when all is well; the reaper holds back while it is more, so a
+        lease that expired meanwhile is not taken from an attempt that finished."""
+        oldest = self._batch_oldest_s
+        if oldest is None and self._finished:
+            oldest = self._finished[0].record.finished_at
+        return 0.0 if oldest is None else max(0.0, now_s - oldest)
 
     async def drain(self, timeout_s: float) -> bool:
         try:
@@ -81,6 +87,7 @@ class OutcomeWriter:
             await self._ready.wait()
             await asyncio.sleep(0.005)  # let attempts finishing together join the batch
             batch, self._finished = self._finished[:BATCH], self._finished[BATCH:]
+            self._batch_oldest_s = batch[0].record.finished_at if batch else None
             if not self._finished:
                 self._ready.clear()
             # The records are durable before the rows say so; if they cannot be (shutdown
@@ -89,10 +96,9 @@ class OutcomeWriter:
             records = self._records(batch, time.time())
             if not records or await self._publish(records):
                 circuits, disable = self._endpoint_changes()
-                self.busy_since = time.monotonic()
                 await self.record([f.record for f in batch], circuits, disable)
-                self.busy_since = None
                 self._book.complete_all([f.item for f in batch])
+            self._batch_oldest_s = None
             self.unwritten -= len(batch)
             if not self.unwritten:
                 self._all_written.set()

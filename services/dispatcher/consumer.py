@@ -1,0 +1,153 @@
+"""The dispatcher's consumer of the deliveries topic, and its offset commits.
+
+confluent-kafka is blocking: every call into the consumer runs on one worker thread
+(the rebalance callbacks too, inside ``consume``), awaited from the event loop. Which
+offsets may be committed is the ``OffsetBook``'s decision; this module only tells it
+about rebalances and carries its commits out:
+
+* assigned: the partitions get fresh trackers;
+* revoked: what is finished is committed before the next owner starts; queued work of
+  these partitions is dropped when the pump meets it (its tracker is gone); in-flight
+  attempts finish and write their outcome under their lease, and the next owner's claim
+  of the redelivered task is stale;
+* lost: someone else may own them already, nothing is committed.
+
+A consumer that failed for good (``KafkaPermanent``) is replaced by ``rebuild``: the new
+one resumes from the committed offsets; what the old one held in memory is redelivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from confluent_kafka import Consumer, Message, TopicPartition
+from hookstream.dispatcher.offset_book import TP, OffsetBook
+
+from hookstream.kafka import (
+    KafkaPermanent,
+    KafkaTransient,
+    consumer_config,
+    translated,
+    without_errors,
+)
+
+log = logging.getLogger("hookstream.dispatcher")
+T = TypeVar("T")
+COMMIT_INTERVAL_S = 0.5
+CONSUME_MAX = 500
+CONSUME_WAIT_S = 0.1
+
+
+def _partitions(commits: dict[TP, int]) -> list[TopicPartition]:
+    return [TopicPartition(t, p, o) for (t, p), o in commits.items()]
+
+
+class DeliveryConsumer:
+    def __init__(self, *, bootstrap: str, group_id: str, topic: str, book: OffsetBook,
+                 fail: Callable[[str, BaseException], None]):
+        self._bootstrap, self._group_id, self._topic = bootstrap, group_id, topic
+        self._book, self._fail = book, fail
+        self._kafka = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka")
+        self._consumer: Consumer | None = None
+
+    # -- from the event loop: each call runs on the Kafka thread ---------------------------
+    async def _k(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._kafka, fn, *args)
+
+    async def subscribe(self) -> None:
+        await self._k(self._subscribe)
+
+    async def consume(self) -> list[Message]:
+        """Records only; an error event is reported (transient) or raised (the consumer
+        failed for good: KafkaPermanent). Raises KafkaTransient when the call failed."""
+        return await self._k(self._consume)
+
+    async def rebuild(self, reason: str | None) -> None:
+        await self._k(self._rebuild, reason)
+
+    async def commit(self) -> None:
+        """Commit what the book allows (raises KafkaTransient / KafkaPermanent)."""
+        await self._k(self._commit)
+
+    async def commit_forever(self) -> None:
+        while True:
+            await asyncio.sleep(COMMIT_INTERVAL_S)
+            try:
+                await self.commit()
+            except (KafkaTransient, KafkaPermanent) as exc:
+                self._fail("kafka", exc)
+
+    async def close(self) -> None:
+        """The final commit, then leave the group and stop the Kafka thread."""
+        try:
+            await self.commit()
+        except (KafkaTransient, KafkaPermanent) as exc:
+            log.warning("final commit failed", extra={"error": str(exc)})
+        await self._k(self._close)
+        self._kafka.shutdown(wait=True)
+
+    # -- on the Kafka thread ----------------------------------------------------------------
+    def _subscribe(self) -> None:
+        consumer = Consumer(consumer_config(
+            self._bootstrap, self._group_id, "hookstream-dispatcher",
+            **{"fetch.wait.max.ms": 50}))
+        with translated("subscribe"):
+            consumer.subscribe([self._topic], on_assign=self._on_assign,
+                               on_revoke=self._on_revoke, on_lost=self._on_lost)
+        self._consumer = consumer
+
+    def _consume(self) -> list[Message]:
+        assert self._consumer is not None
+        with translated("consume"):
+            messages = self._consumer.consume(CONSUME_MAX, CONSUME_WAIT_S)
+        good, error = without_errors(messages)
+        if isinstance(error, KafkaPermanent):
+            raise error
+        if error is not None:
+            self._fail("kafka", error)
+        return good
+
+    def _rebuild(self, reason: str | None) -> None:
+        log.warning("rebuilding the consumer", extra={"error": reason})
+        self._close()
+        self._subscribe()
+
+    def _close(self) -> None:
+        if self._consumer is None:
+            return
+        try:
+            with translated("close"):
+                self._consumer.close()
+        except (KafkaTransient, KafkaPermanent) as exc:
+            log.warning("consumer close failed", extra={"error": str(exc)})
+
+    def _commit(self) -> None:
+        consumer = self._consumer
+        commits = self._book.commits()
+        if commits and consumer is not None:
+            with translated("commit"):
+                consumer.commit(offsets=_partitions(commits), asynchronous=False)
+            self._book.committed(commits)
+
+    # -- rebalance callbacks (inside consume, on the Kafka thread) -----------------------------
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._book.assigned((tp.topic, tp.partition) for tp in partitions)
+        log.info("partitions assigned", extra={"partitions": [tp.partition for tp in partitions]})
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        commits = self._book.revoked((tp.topic, tp.partition) for tp in partitions)
+        if commits:
+            try:
+                with translated("commit on revoke"):
+                    consumer.commit(offsets=_partitions(commits), asynchronous=False)
+            except (KafkaTransient, KafkaPermanent) as exc:
+                log.warning("commit on revoke failed", extra={"error": str(exc)})
+        log.info("partitions revoked", extra={"partitions": [tp.partition for tp in partitions]})
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._book.lost((tp.topic, tp.partition) for tp in partitions)
+        log.warning("partitions lost", extra={"partitions": [tp.partition for tp in partitions]})

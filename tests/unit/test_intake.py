@@ -1,0 +1,269 @@
+"""The dispatcher's intake: queue or defer, and an offset advances only once what it
+decided is durable. A fake broker and a fake store stand in for Kafka and PostgreSQL;
+the scheduler, the book and the endpoint table are the real (pure) ones."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from hookstream.dispatcher.endpoint_state import EndpointState, Eviction
+from hookstream.dispatcher.intake import REOPEN_SPREAD_S, Intake
+from hookstream.dispatcher.store import EndpointRow
+
+from hookstream.codec import DeliveryTask
+from hookstream.kafka import Record
+from hookstream.policy.circuit import CircuitState
+from hookstream.topics import Topics
+from tests.unit.dispatcher_parts import POLICY, TP, Parts, row, task
+
+HORIZON_S = 5.0
+TOPICS = Topics("t")
+
+
+class FakeStore:
+    def __init__(self, rows: list[EndpointRow]):
+        self.rows = {r.id: r for r in rows}
+        self.postponed: list[DeliveryTask] = []
+
+    async def load_endpoints(self, ids: list[uuid.UUID]) -> list[EndpointRow]:
+        return [self.rows[i] for i in ids if i in self.rows]
+
+    async def postpone(self, tasks: list[DeliveryTask]) -> None:
+        self.postponed.extend(tasks)
+
+
+class FakeBroker:
+    """Acknowledges every record, or none (``ack`` False: what publish_until_acked
+    answers when shutdown gave up waiting for a broker that is away)."""
+
+    def __init__(self) -> None:
+        self.ack = True
+        self.records: list[Record] = []
+
+    async def publish(self, records: list[Record]) -> bool:
+        if self.ack:
+            self.records.extend(records)
+        return self.ack
+
+    def tasks(self, topic_prefix: str = "t.delay.") -> list[DeliveryTask]:
+        return [DeliveryTask.decode(r.value) for r in self.records
+                if r.topic.startswith(topic_prefix)]
+
+
+@dataclass
+class Msg:
+    """A consumed record as confluent-kafka hands it over."""
+
+    data: bytes
+    at: int
+
+    def topic(self) -> str:
+        return TP[0]
+
+    def partition(self) -> int:
+        return TP[1]
+
+    def offset(self) -> int:
+        return self.at
+
+    def key(self) -> bytes:
+        return b"key"
+
+    def value(self) -> bytes:
+        return self.data
+
+
+class Rig(Parts):
+    def __init__(self, *rows: EndpointRow):
+        super().__init__()
+        self.clock.now = time.monotonic()  # the intake reads the real clocks
+        self.store = FakeStore(list(rows))
+        self.broker = FakeBroker()
+        self.woken = asyncio.Event()
+
+        async def db(fn: Callable[..., Any], *args: Any) -> Any:
+            return await fn(*args)
+
+        self.intake = Intake(
+            topics=TOPICS, endpoints=self.table, sched=self.sched, book=self.book,
+            metrics=self.metrics, store=self.store, policy=POLICY,  # type: ignore[arg-type]
+            backlog_horizon_s=HORIZON_S, publish=self.broker.publish, db=db,
+            wake=self.woken.set, rng=random.Random(7))
+
+    async def ingest(self, tasks: list[DeliveryTask]) -> None:
+        await self.intake.ingest(self.read(tasks))
+
+    def state(self, endpoint_id: uuid.UUID) -> EndpointState:
+        ep = self.table.get(endpoint_id)
+        assert ep is not None
+        return ep
+
+    async def background_done(self) -> None:
+        # The intake's own background deferrals: awaited, not slept on.
+        await asyncio.wait_for(asyncio.gather(*self.intake._background), 5)
+
+
+async def test_a_servable_task_is_queued_and_the_pump_woken() -> None:
+    r = row()
+    rig = Rig(r)
+    await rig.ingest([task(r.id)])
+    assert rig.sched.queued_for(r.id) == 1 and rig.woken.is_set()
+    assert rig.broker.records == [] and rig.committable() == 0  # running: not committable
+
+
+@pytest.mark.parametrize("status", ["paused", "disabled", None])
+async def test_tasks_of_a_held_or_unknown_endpoint_are_dropped_and_their_offsets_complete(
+        status: str | None) -> None:
+    r = row(status=status or "active")
+    rig = Rig(*([r] if status else []))
+    await rig.ingest([task(r.id) for _ in range(3)])
+    assert rig.sched.queued == 0 and rig.broker.records == []
+    assert rig.committable() == 3  # the rows stay pending: the sweeper sends them later
+    reason = status or "endpoint_gone"
+    assert rig.sample("hookstream_dispatcher_tasks_dropped_total", reason=reason) == 3
+
+
+async def test_a_resumed_endpoint_is_read_again_before_its_tasks_are_judged() -> None:
+    r = row(status="paused")
+    rig = Rig(r)
+    await rig.ingest([task(r.id)])
+    rig.store.rows[r.id] = row(endpoint_id=r.id, version=2)  # resumed by its owner
+    await rig.ingest([task(r.id)])
+    assert rig.sched.queued_for(r.id) == 1
+
+
+async def test_a_task_not_due_yet_goes_to_its_tier_and_its_row_learns_the_due_time() -> None:
+    r = row()
+    rig = Rig(r)
+    t = task(r.id, due_in_s=60)
+    await rig.ingest([t])
+    assert [rec.topic for rec in rig.broker.records] == [TOPICS.for_delay(59.9)]
+    assert rig.broker.tasks()[0].due_at == t.due_at
+    assert [p.delivery_id for p in rig.store.postponed] == [t.delivery_id]
+    assert rig.committable() == 1
+    assert rig.sample("hookstream_dispatcher_deferred_total", reason="not_due") == 1
+
+
+async def test_an_unacknowledged_deferral_keeps_its_offset_and_its_row() -> None:
+    # The broker is away and shutdown gave up: nothing may count as durable, so the
+    # original task is read again after a restart.
+    r = row()
+    rig = Rig(r)
+    rig.broker.ack = False
+    await rig.ingest([task(r.id, due_in_s=60)])
+    assert rig.committable() == 0 and rig.store.postponed == []
+
+
+async def test_a_task_due_within_the_smallest_tier_waits_here_for_its_exact_due_time() -> None:
+    r = row()
+    rig = Rig(r)
+    t = task(r.id, due_in_s=0.2)
+    await rig.ingest([t])
+    assert rig.sched.queued_for(r.id) == 0 and rig.broker.records == []
+    rig.woken.clear()
+    await asyncio.wait_for(rig.woken.wait(), 5)  # ingested again once due
+    assert rig.sched.queued_for(r.id) == 1
+    assert datetime.now(UTC) >= t.due_at  # never early
+
+
+async def test_an_open_circuit_defers_until_the_pause_ends_spread_over_a_few_seconds() -> None:
+    now = datetime.now(UTC).timestamp()
+    r = row(circuit=CircuitState(consecutive_failures=5, first_failure_at=now - 10,
+                                 paused_until=now + 60))
+    rig = Rig(r)
+    await rig.ingest([task(r.id) for _ in range(20)])
+    dues = [t.due_at.timestamp() for t in rig.broker.tasks()]
+    assert len(dues) == 20 and rig.sched.queued == 0
+    assert all(now + 60 <= d <= now + 60 + REOPEN_SPREAD_S for d in dues)
+    assert rig.committable() == 20
+
+
+async def test_after_a_pause_only_a_probe_goes_through() -> None:
+    now = datetime.now(UTC).timestamp()
+    r = row(cap=4, circuit=CircuitState(consecutive_failures=5, first_failure_at=now - 100,
+                                        paused_until=now - 1))
+    rig = Rig(r)
+    await rig.ingest([task(r.id) for _ in range(3)])
+    assert rig.state(r.id).probing
+    assert len(rig.sched.take(rig.clock.now, 10)) == 1
+
+
+async def test_a_backlog_beyond_the_horizon_is_deferred_behind_what_stays_in_memory() -> None:
+    r = row(rate=10.0, cap=2)  # drains 10/s: 50 tasks in the 5 s horizon
+    rig = Rig(r)
+    first = [task(r.id) for _ in range(80)]
+    before = datetime.now(UTC).timestamp()
+    await rig.ingest(first)
+    assert rig.sched.queued_for(r.id) == 50
+    deferred = rig.broker.tasks()
+    # The newest go, the oldest stay: a task is never overtaken by a younger one.
+    assert [t.delivery_id for t in deferred] == [t.delivery_id for t in first[50:]]
+    dues = [t.due_at.timestamp() for t in deferred]
+    assert dues == sorted(dues) and dues[0] >= before + 50 / 10.0
+    assert dues[-1] - dues[0] == pytest.approx(29 / 10.0, abs=1e-3)
+    # A later batch queues up behind the first one's slots, not among them.
+    await rig.ingest([task(r.id) for _ in range(10)])
+    later = [t.due_at.timestamp() for t in rig.broker.tasks()[30:]]
+    assert len(later) == 10 and later[0] >= dues[-1] + 0.1 - 1e-3
+    assert rig.state(r.id).deferred == 40
+    assert rig.sample("hookstream_dispatcher_deferred_total", reason="backlog") == 40
+    assert rig.committable() == 0  # offset 0 is still queued
+
+
+async def test_once_its_latency_is_known_a_slow_endpoint_keeps_only_what_it_drains() -> None:
+    r = row(rate=100.0, cap=2)
+    rig = Rig(r)
+    await rig.ingest([task(r.id) for _ in range(60)])
+    assert rig.sched.queued_for(r.id) == 60  # 100/s for 5 s: all of them, for now
+    ep = rig.table.observed(r.id, 1000.0)  # 2 in flight at 1 s: 2/s, 10 in the horizon
+    assert ep is not None
+    rig.intake.trim(ep, datetime.now(UTC).timestamp())
+    await rig.background_done()
+    assert rig.sched.queued_for(r.id) == 10 and len(rig.broker.tasks()) == 50
+
+
+async def test_an_eviction_is_deferred_when_paused_and_dropped_when_disabled() -> None:
+    paused, disabled = row(), row()
+    rig = Rig(paused, disabled)
+    await rig.ingest([task(paused.id) for _ in range(3)] + [task(disabled.id) for _ in range(2)])
+    until = datetime.now(UTC).timestamp() + 30
+    rig.intake.evict(Eviction(rig.sched.pop_excess(paused.id, 0), until))
+    rig.intake.evict(Eviction(rig.sched.pop_excess(disabled.id, 0), None))
+    await rig.background_done()
+    dues = [t.due_at.timestamp() for t in rig.broker.tasks()]
+    assert len(dues) == 3 and all(until <= d <= until + REOPEN_SPREAD_S for d in dues)
+    assert rig.sample("hookstream_dispatcher_tasks_dropped_total", reason="disabled") == 2
+    assert rig.committable() == 5
+
+
+@pytest.mark.parametrize("acked", [True, False])
+async def test_an_undecodable_record_completes_only_once_its_dead_letter_is_acknowledged(
+        acked: bool) -> None:
+    r = row()
+    rig = Rig(r)
+    rig.broker.ack = acked
+    await rig.intake.receive([Msg(b"\x00not a task", 0)])
+    assert rig.sample("hookstream_dispatcher_undecodable_tasks_total") == 1
+    assert rig.committable() == (1 if acked else 0)
+    if acked:
+        (dead,) = rig.broker.records
+        assert dead.topic == TOPICS.dead and dead.value == b"\x00not a task"
+        assert dead.headers and dead.headers[0][0] == "hookstream-reason"
+
+
+async def test_received_records_are_decoded_and_ingested() -> None:
+    r = row(cap=5)
+    rig = Rig(r)
+    tasks = [task(r.id) for _ in range(3)]
+    await rig.intake.receive([Msg(t.encode(), n) for n, t in enumerate(tasks)])
+    assert rig.sched.queued_for(r.id) == 3
+    taken = [item.task.delivery_id for _, item in rig.sched.take(rig.clock.now, 10)]
+    assert sorted(taken) == sorted(t.delivery_id for t in tasks)
