@@ -1,14 +1,21 @@
 """Intake: tasks read from the deliveries topic → queued in the scheduler, or deferred.
 
-A task is queued only if it can be served soon. Otherwise it leaves memory for a delay
-tier, durably, before its offset may advance:
+A task is queued only if it can be served soon. Otherwise it leaves memory, durably,
+before its offset may advance:
 
 * ``not_due``: due later than the smallest tier (one due sooner is held on a timer until
-  its exact due time, never attempted early);
-* ``circuit``: its endpoint's circuit is open, due when the pause ends (spread over a
-  few seconds so a reopening is not one burst);
+  its exact due time, never attempted early) goes to the delay tier for its due time;
+* ``circuit``: its endpoint's circuit is open — **parked** in PostgreSQL, due when the
+  pause ends (spread over a few seconds so a reopening is not one burst);
 * ``backlog``: beyond what its endpoint drains within the horizon
-  (``hookstream.policy.backlog``), due when the endpoint's bucket would reach it.
+  (``hookstream.policy.backlog``) — **parked**, due when the endpoint's drain schedule
+  reaches it. What stays in memory is the endpoint's *oldest* work, so a parked delivery
+  handed back when its slot comes is served, not parked again behind younger ones.
+
+Parked rows have no task anywhere; the sweeper (``lost_work``) hands each back to the
+queue when its slot comes. A slow customer's backlog then costs one record per
+delivery when released, instead of a deferral, its tier hops and its return — and
+nothing of it pins the partition's commit point (issue #13).
 
 Tasks of held endpoints (paused, disabled, deleted) are dropped: the rows stay pending
 and the sweeper sends them once the endpoint is active again. An undecodable record goes
@@ -46,6 +53,13 @@ log = logging.getLogger("hookstream.dispatcher")
 Deferral = tuple[Item, float, str]
 # A circuit's deferrals are spread over this many seconds after the pause ends.
 REOPEN_SPREAD_S = 5.0
+# Deferrals parked in PostgreSQL (released by the sweeper) rather than sent to a tier.
+PARKED = frozenset({"backlog", "circuit"})
+
+
+def _age(item: Item) -> float:
+    """Older deliveries first: when the work was committed (a parked one keeps its own)."""
+    return item.task.committed_at.timestamp()
 
 
 class Received(Protocol):
@@ -157,7 +171,9 @@ class Intake:
         row = ep.row
         rate = backlog.drain_rate(row.rate_per_s, row.max_in_flight, ep.latency_s)
         keep = backlog.kept(row.max_in_flight, rate, self._horizon_s)
-        excess = self._sched.pop_excess(row.id, keep)
+        # The youngest go: a delivery handed back from parking is older than the ones
+        # that arrived meanwhile, and keeps its place.
+        excess = self._sched.pop_excess(row.id, keep, age=_age)
         if not excess:
             return []
         plan = backlog.schedule(len(excess), kept=keep, rate_per_s=rate, now_s=now,
@@ -186,6 +202,23 @@ class Intake:
 
     # -- deferring ---------------------------------------------------------------------------
     async def defer(self, deferred: list[Deferral]) -> None:
+        parked = [d for d in deferred if d[2] in PARKED]
+        tiered = [d for d in deferred if d[2] not in PARKED]
+        if parked:
+            await self._park(parked)
+        if tiered:
+            await self._to_tiers(tiered)
+
+    async def _park(self, parked: list[Deferral]) -> None:
+        tasks = [dataclasses.replace(item.task, due_at=datetime.fromtimestamp(due, UTC))
+                 for item, due, _ in parked]
+        # Durable once the rows say so: only then may the originals' offsets go.
+        await self._db(self._store.park, tasks)
+        for _, _, reason in parked:
+            self._metrics.deferred.labels(reason).inc()
+        self._book.complete_all([item for item, _, _ in parked])
+
+    async def _to_tiers(self, deferred: list[Deferral]) -> None:
         now = time.time()
         records, tasks = [], []
         for item, due, reason in deferred:

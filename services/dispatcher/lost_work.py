@@ -6,8 +6,10 @@
 * The **sweeper** (seed 002's *limpiador*): a ``pending`` delivery of an active endpoint
   overdue by more than ``HOOKSTREAM_SWEEP_AFTER_S`` has lost its task, however that
   happened; one that fell due while its endpoint was paused or disabled is held work,
-  sent as soon as the endpoint is active again. Either way a new task: a delay, never a
-  loss. Duplicated tasks are harmless (the lease version lets only one claim).
+  sent as soon as the endpoint is active again; a *parked* one (a slow endpoint's backlog,
+  see ``intake``) goes back when its slot in the endpoint's drain schedule comes. Either
+  way a new task: a delay, never a loss. Duplicated tasks are harmless (the lease
+  version lets only one claim). Only the first kind is a fault: ``swept_total{reason}``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -91,7 +94,11 @@ class LostWork:
             # Not acknowledged (shutdown): the rows are due again after the bound.
             if rows and await self._publish(requeued(self._topic, rows, datetime.now(UTC),
                                                      swept=True)):
-                self._metrics.swept.inc(len(rows))
-                endpoints = sorted({str(r["endpoint_id"]) for r in rows})
-                log.warning("pending deliveries without a task re-queued", extra={
-                    "count": len(rows), "endpoints": endpoints[:10]})
+                reasons = Counter(r["reason"] for r in rows)
+                for reason, n in reasons.items():
+                    self._metrics.swept.labels(reason).inc(n)
+                if lost := [r for r in rows if r["reason"] == "lost"]:
+                    # Parked and released work is handed back by design; a lost task is not.
+                    endpoints = sorted({str(r["endpoint_id"]) for r in lost})
+                    log.warning("pending deliveries without a task re-queued", extra={
+                        "count": len(lost), "endpoints": endpoints[:10]})

@@ -12,6 +12,7 @@ from hookstream.policy.classify import ErrorClass, Outcome
 WORST_N = 10  # endpoints with a per-endpoint in-flight series (bounded cardinality)
 DROP_REASONS = ("endpoint_gone", "paused", "disabled")
 DEFER_REASONS = ("not_due", "circuit", "backlog")
+SWEEP_REASONS = ("lost", "released", "parked")  # see sweeper.sql
 ERROR_KINDS = ("kafka", "kafka_produce", "database", "reaper", "sweeper", "unstorable_outcome")
 CIRCUIT_TO = ("open", "closed", "disabled")
 
@@ -83,8 +84,10 @@ class DispatcherMetrics:
             "Deliveries handed back after their worker died mid-attempt", registry=registry)
         self.swept = Counter(
             "hookstream_dispatcher_swept_total",
-            "Pending deliveries re-queued by the sweeper (overdue without a task, or held"
-            " work of a resumed endpoint)", registry=registry)
+            "Pending deliveries the sweeper handed back to the queue, by why: lost (overdue"
+            " with no task: a bug or a lost record), released (held work of an endpoint"
+            " active again), parked (a slow endpoint's backlog whose slot came)",
+            ["reason"], registry=registry)
         self.stuck = Gauge(
             "hookstream_dispatcher_stuck_endpoints",
             "Endpoints whose tasks were deferred in the last refresh period without any"
@@ -109,3 +112,4 @@ class DispatcherMetrics:
         at_zero(self.retries, tiers)
         at_zero(self.circuit, CIRCUIT_TO)
         at_zero(self.errors, ERROR_KINDS)
+        at_zero(self.swept, SWEEP_REASONS)

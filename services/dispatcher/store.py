@@ -198,6 +198,20 @@ class Store:
             return await cur.fetchall()
 
     @translated
+    async def park(self, tasks: list[DeliveryTask]) -> None:
+        """Parked in PostgreSQL, each due at its slot, with no task anywhere: the sweeper
+        hands them back when the slot comes (see 0008_parked.sql). Once this returns the
+        originals' offsets may advance."""
+        if not tasks:
+            return
+        conn: AsyncConnection[Any]
+        async with self.pool.connection() as conn:
+            await conn.execute(SWEEP["park"], {
+                "ids": [t.delivery_id for t in tasks],
+                "versions": [t.lease_version for t in tasks],
+                "due": [t.due_at.timestamp() for t in tasks]})
+
+    @translated
     async def postpone(self, tasks: list[DeliveryTask]) -> None:
         """Deferred tasks' due times written to their rows (the sweeper's reference)."""
         if not tasks:

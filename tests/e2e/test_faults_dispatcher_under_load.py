@@ -177,8 +177,8 @@ def test_retries_and_deferrals_produced_while_kafka_is_away_past_the_message_tim
         topics: Topics) -> None:
     # "limited" is rate-limited (2/s): of its 15 tasks 10 stay in memory and 5 are
     # deferred at once. Its first answers take 14 s and arrive while Kafka is away:
-    # its latency known, it drains 2 ÷ 14 s, and the dispatcher defers what it queued
-    # for it, into the outage. "failing" answers 500 to every first attempt, its first
+    # its latency known, it drains 2 ÷ 14 s, and the dispatcher parks what it queued
+    # for it, during the outage. "failing" answers 500 to every first attempt, its first
     # ones also inside the outage, then quickly: retries produced into the outage.
     # The sweeper is held back (10 min) so it cannot hide a task lost on the way.
     pipeline = start_pipeline(
@@ -236,15 +236,18 @@ def test_retries_and_deferrals_produced_while_kafka_is_away_past_the_message_tim
     assert len(receiver.delivered_ids()) == total
     wait_until(lambda: dispatcher.get("/healthz")[0] == 200, 30,
                message="dispatcher healthy again")
-    # Every deferral and retry the dispatcher decided is in a delay tier: none counted as
-    # made while its record was never acknowledged. (A lost deferral alone may not leave a
-    # delivery undelivered: after an outage longer than the session timeout the group
-    # rebalances and the original task is often read again.) Hops between tiers copy the
-    # record, hence distinct (delivery, due time) pairs.
-    decided = sum(metric("hookstream_dispatcher_deferred_total", reason=r)
-                  for r in ("backlog", "circuit")) + metric("hookstream_retries_scheduled_total")
+    # Every retry (and not-due deferral) the dispatcher decided is in a delay tier: none
+    # counted as made while its record was never acknowledged. (A lost one alone may not
+    # leave a delivery undelivered: after an outage longer than the session timeout the
+    # group rebalances and the original task is often read again.) Hops between tiers
+    # copy the record, hence distinct (delivery, due time) pairs. Backlog and circuit
+    # deferrals are parked in PostgreSQL instead (no Kafka record: the outage cannot
+    # touch them) and handed back by the sweeper when their slot comes.
+    decided = (metric("hookstream_dispatcher_deferred_total", reason="not_due")
+               + metric("hookstream_retries_scheduled_total"))
     durable = {(t.delivery_id, t.due_at) for t in _tier_tasks(stack.bootstrap, topics)}
     assert len(durable) == decided
+    assert metric("hookstream_dispatcher_swept_total", reason="parked") > 0
     _assert_reconciled(db_url, receiver)
     # Outcomes that waited for the broker (behind retry records) were not taken for a
     # dead worker's: no lease reaped, no delivered webhook sent again.

@@ -10,7 +10,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -32,12 +32,16 @@ class FakeStore:
     def __init__(self, rows: list[EndpointRow]):
         self.rows = {r.id: r for r in rows}
         self.postponed: list[DeliveryTask] = []
+        self.parked: list[DeliveryTask] = []
 
     async def load_endpoints(self, ids: list[uuid.UUID]) -> list[EndpointRow]:
         return [self.rows[i] for i in ids if i in self.rows]
 
     async def postpone(self, tasks: list[DeliveryTask]) -> None:
         self.postponed.extend(tasks)
+
+    async def park(self, tasks: list[DeliveryTask]) -> None:
+        self.parked.extend(tasks)
 
 
 class FakeBroker:
@@ -180,7 +184,9 @@ async def test_an_open_circuit_defers_until_the_pause_ends_spread_over_a_few_sec
                                  paused_until=now + 60))
     rig = Rig(r)
     await rig.ingest([task(r.id) for _ in range(20)])
-    dues = [t.due_at.timestamp() for t in rig.broker.tasks()]
+    # Parked in PostgreSQL (the sweeper hands them back), not recirculated through Kafka.
+    assert rig.broker.records == []
+    dues = [t.due_at.timestamp() for t in rig.store.parked]
     assert len(dues) == 20 and rig.sched.queued == 0
     assert all(now + 60 <= d <= now + 60 + REOPEN_SPREAD_S for d in dues)
     assert rig.committable() == 20
@@ -196,14 +202,15 @@ async def test_after_a_pause_only_a_probe_goes_through() -> None:
     assert len(rig.sched.take(rig.clock.now, 10)) == 1
 
 
-async def test_a_backlog_beyond_the_horizon_is_deferred_behind_what_stays_in_memory() -> None:
+async def test_a_backlog_beyond_the_horizon_is_parked_behind_what_stays_in_memory() -> None:
     r = row(rate=10.0, cap=2)  # drains 10/s: 50 tasks in the 5 s horizon
     rig = Rig(r)
     first = [task(r.id) for _ in range(80)]
     before = datetime.now(UTC).timestamp()
     await rig.ingest(first)
     assert rig.sched.queued_for(r.id) == 50
-    deferred = rig.broker.tasks()
+    assert rig.broker.records == []  # no record: the rows wait in PostgreSQL
+    deferred = rig.store.parked
     # The newest go, the oldest stay: a task is never overtaken by a younger one.
     assert [t.delivery_id for t in deferred] == [t.delivery_id for t in first[50:]]
     dues = [t.due_at.timestamp() for t in deferred]
@@ -211,11 +218,28 @@ async def test_a_backlog_beyond_the_horizon_is_deferred_behind_what_stays_in_mem
     assert dues[-1] - dues[0] == pytest.approx(29 / 10.0, abs=1e-3)
     # A later batch queues up behind the first one's slots, not among them.
     await rig.ingest([task(r.id) for _ in range(10)])
-    later = [t.due_at.timestamp() for t in rig.broker.tasks()[30:]]
+    later = [t.due_at.timestamp() for t in rig.store.parked[30:]]
     assert len(later) == 10 and later[0] >= dues[-1] + 0.1 - 1e-3
     assert rig.state(r.id).deferred == 40
     assert rig.sample("hookstream_dispatcher_deferred_total", reason="backlog") == 40
     assert rig.committable() == 0  # offset 0 is still queued
+
+
+async def test_a_parked_delivery_handed_back_keeps_its_place_ahead_of_younger_ones() -> None:
+    # The sweeper hands a parked delivery back when its slot comes; by then younger
+    # deliveries fill the endpoint's share. Sending the old one away again (the newest
+    # arrival) would park it behind them, over and over: the write amplification and the
+    # starvation of a slow customer's oldest work.
+    r = row(rate=10.0, cap=2)
+    rig = Rig(r)
+    now = datetime.now(UTC)
+    young = [task(r.id, now=now) for _ in range(50)]  # exactly the share (10/s × 5 s)
+    await rig.ingest(young)
+    old = task(r.id, now=now - timedelta(seconds=300))
+    await rig.ingest([old])
+    assert [t.delivery_id for t in rig.store.parked] == [young[-1].delivery_id]
+    served = [item.task.delivery_id for _, item in rig.sched.take(rig.clock.now, 100)]
+    assert served[0] == old.delivery_id  # and it goes first
 
 
 async def test_once_its_latency_is_known_a_slow_endpoint_keeps_only_what_it_drains() -> None:
@@ -227,7 +251,7 @@ async def test_once_its_latency_is_known_a_slow_endpoint_keeps_only_what_it_drai
     assert ep is not None
     rig.intake.trim(ep, datetime.now(UTC).timestamp())
     await rig.background_done()
-    assert rig.sched.queued_for(r.id) == 10 and len(rig.broker.tasks()) == 50
+    assert rig.sched.queued_for(r.id) == 10 and len(rig.store.parked) == 50
 
 
 async def test_an_eviction_is_deferred_when_paused_and_dropped_when_disabled() -> None:
@@ -238,7 +262,7 @@ async def test_an_eviction_is_deferred_when_paused_and_dropped_when_disabled() -
     rig.intake.evict(Eviction(rig.sched.pop_excess(paused.id, 0), until))
     rig.intake.evict(Eviction(rig.sched.pop_excess(disabled.id, 0), None))
     await rig.background_done()
-    dues = [t.due_at.timestamp() for t in rig.broker.tasks()]
+    dues = [t.due_at.timestamp() for t in rig.store.parked]
     assert len(dues) == 3 and all(until <= d <= until + REOPEN_SPREAD_S for d in dues)
     assert rig.sample("hookstream_dispatcher_tasks_dropped_total", reason="disabled") == 2
     assert rig.committable() == 5

@@ -407,6 +407,25 @@ def test_pop_excess_returns_newest_in_order(n: int, keep: int, popped: list[int]
     assert left == items[: n - len(popped)]
 
 
+@given(st.lists(st.integers(0, 50), max_size=30), st.integers(0, 35))
+def test_pop_excess_by_age_keeps_the_oldest_and_serves_them_oldest_first(
+        ages: list[int], keep: int) -> None:
+    # An old delivery arriving late (back from a delay) must not be the one sent away
+    # again while younger ones keep their places: that loop was the write amplification.
+    s: FairScheduler[str, tuple[int, int]] = FairScheduler(10**9, lambda _n: UNLIMITED)
+    s.set_endpoint("a", "t", UNLIMITED, 0.0)
+    items = [(age, i) for i, age in enumerate(ages)]  # (age, arrival): distinct items
+    for item in items:
+        s.push("a", item, 0.0)
+    out = s.pop_excess("a", keep, age=lambda item: item[0])
+    if len(items) <= keep:  # nothing to send away: left as it is (no sort on the hot path)
+        assert out == [] and [i for _, i in s.take(0.0, 100)] == items
+        return
+    by_age = sorted(items, key=lambda item: item[0])  # stable: arrival order among ties
+    assert out == by_age[keep:]
+    assert [i for _, i in s.take(0.0, 100)] == by_age[:keep]
+
+
 def test_pop_excess_of_a_parked_lane_then_push_again() -> None:
     s = make()
     lanes(s, "t", ["a"], Limits(1.0, 1.0, 100))

@@ -139,9 +139,16 @@ class FairScheduler(Generic[K, T]):
         t = self._tenants.get(tenant)
         return t.in_flight if t else 0
 
-    def pop_excess(self, key: K, keep: int) -> list[T]:
-        """Remove and return the newest items beyond the first ``keep`` (to defer them)."""
+    def pop_excess(self, key: K, keep: int, age: Callable[[T], float] | None = None) -> list[T]:
+        """Remove and return the items beyond ``keep`` (to defer them): the newest
+        arrivals, or with ``age`` (smaller = older) the youngest, so an old item that
+        arrives late (back from a delay) is kept ahead of younger ones. The lane is then
+        served oldest first; the excess comes back oldest first too."""
         lane = self._lanes[key]
+        if len(lane.queue) <= keep:
+            return []
+        if age is not None:
+            lane.queue = deque(sorted(lane.queue, key=age))  # stable: ties keep arrival order
         out: list[T] = []
         while len(lane.queue) > keep:
             out.append(lane.queue.pop())

@@ -12,6 +12,7 @@ WITH task AS (
 claimed AS (
     UPDATE deliveries d
     SET status = 'in_flight',
+        parked = false,  -- claimed through another task before its slot: not parked now
         lease_version = d.lease_version + 1,
         attempts = d.attempts + 1,
         lease_expires_at = now() + make_interval(secs => %(lease_s)s),
