@@ -64,7 +64,7 @@ from hookstream.signing import generate_secret, webhook_headers
 
 PROFILE = bool(os.environ.get("HOOKSTREAM_BENCH_PROFILE")) and shutil.which("py-spy") is not None
 BODY = b'{"bench": true, "padding": "' + b"x" * 200 + b'"}'
-DEFAULT_CONCURRENCY = 256
+DEFAULT_CONCURRENCY = 512  # the dispatcher's own default (HOOKSTREAM_DISPATCHER_MAX_IN_FLIGHT)
 DEFAULT_WARMUP = 2000
 
 
