@@ -55,9 +55,7 @@ def drop_topics(bootstrap: str, topics: Topics) -> None:
 
 def cpu_seconds(pid: int) -> float:
     """CPU seconds (user + system) a live process has used; OSError once it is gone."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()  # the name may hold spaces and ')'
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return _stat(pid)[1]
 
 
 def proc_stats(pid: int) -> tuple[float, int]:
@@ -76,27 +74,67 @@ _PG_BACKGROUND = tuple(f"postgres: {name}" for name in (
     "archiver"))
 
 
-def cpu_by_role() -> dict[str, float]:
-    """CPU seconds so far of every process on the machine, summed by role (dispatcher,
-    receiver, postgres, kafka, other): two snapshots give who spent the cores in between."""
+def stack_pids() -> dict[str, int]:
+    """Pids of the local stack the environment points at: its PostgreSQL's postmaster
+    and its Kafka broker (absent when not running from this stack folder)."""
+    from hookstream.localstack import kafka, postgres
+
+    out = {}
+    if pg := postgres.status(check_health=False).get("pid"):
+        out["postgres"] = int(pg)
+    if broker := kafka.running_pid():
+        out["kafka"] = broker
+    return out
+
+
+def _stat(pid: int) -> tuple[int, float]:
+    """(parent pid, CPU seconds user+system) of a live process; OSError once it is gone."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()  # the name may hold spaces and ')'
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_by_role(own: dict[int, str] | None = None,
+                stack: dict[str, int] | None = None) -> dict[str, float]:
+    """CPU seconds so far of every process on the machine, summed by role: two snapshots
+    give who spent the cores in between.
+
+    Without ``own`` roles go by command line (dispatcher, receiver, postgres, kafka,
+    other), whoever started the process. With ``own`` (pid → role: this run's services
+    and receivers) only this run's processes get a role: those pids, the local stack's
+    PostgreSQL (its postmaster and every child; background work apart) and Kafka broker,
+    and this process (``benchmark``); every other process is ``others`` — other people's
+    suites on the shared cores, which must not count as this run's cost. ``stack`` is
+    ``stack_pids()``, looked up once per run by the caller (it runs pg_ctl)."""
+    if stack is None:
+        stack = stack_pids() if own is not None else {}
     out: dict[str, float] = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
-            cpu = cpu_seconds(int(pid))
+            ppid, cpu = _stat(int(pid))
             with open(f"/proc/{pid}/cmdline", "rb") as f:
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue  # exited meanwhile
-        role = ("dispatcher" if "hookstream.dispatcher" in cmd
-                else "receiver" if "fast_receiver" in cmd or "receiver_farm" in cmd
-                # PostgreSQL's own background work (checkpoints, autovacuum) apart from the
-                # backends serving the measured statements: it lands in runs by timing.
-                else "postgres_background" if cmd.startswith(_PG_BACKGROUND)
-                else "postgres" if "postgres" in cmd
-                else "kafka" if "kafka" in cmd
-                else "other")
+        if own is not None:
+            role = own.get(int(pid)) or (
+                ("postgres_background" if cmd.startswith(_PG_BACKGROUND) else "postgres")
+                if stack.get("postgres") in (int(pid), ppid)
+                else "kafka" if stack.get("kafka") == int(pid)
+                else "benchmark" if int(pid) == os.getpid()
+                else "others")
+        else:
+            role = ("dispatcher" if "hookstream.dispatcher" in cmd
+                    else "receiver" if "fast_receiver" in cmd or "receiver_farm" in cmd
+                    # PostgreSQL's own background work (checkpoints, autovacuum) apart from
+                    # the backends serving the measured statements: it lands in runs by
+                    # timing.
+                    else "postgres_background" if cmd.startswith(_PG_BACKGROUND)
+                    else "postgres" if "postgres" in cmd
+                    else "kafka" if "kafka" in cmd
+                    else "other")
         out[role] = out.get(role, 0.0) + cpu
     return out
 
@@ -105,6 +143,21 @@ def cpu_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, fl
     # A process that exited between the snapshots drops out: its share reads as negative,
     # so clamp (the roles measured here all outlive the window).
     return {k: max(0.0, after.get(k, 0.0) - before.get(k, 0.0)) for k in after}
+
+
+def machine_cpu() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine since boot, from /proc/stat: two
+    snapshots give how busy the cores were in between (iowait and idle count as idle)."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    idle = ticks[3] + ticks[4]
+    hz = os.sysconf("SC_CLK_TCK")
+    return (sum(ticks[:8]) - idle) / hz, sum(ticks[:8]) / hz
+
+
+def busy_fraction(before: tuple[float, float], after: tuple[float, float]) -> float:
+    total = after[1] - before[1]
+    return (after[0] - before[0]) / total if total > 0 else 0.0
 
 
 def rss(pid: int) -> int:
