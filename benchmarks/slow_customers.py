@@ -151,7 +151,8 @@ def phase(args: argparse.Namespace, with_slow: bool) -> dict[str, Any]:
     farm_procs = start_farm(farm, ports, verify_every=20, work=work)
     env = pipeline_env(database_url=db, bootstrap=bootstrap, topic_prefix=topics.prefix,
                        allow_private_targets="true", lag_sample_interval_s="2",
-                       db_metrics_interval_s="5")
+                       db_metrics_interval_s="5",
+                       **dict(kv.split("=", 1) for kv in args.set))
     pipeline = Pipeline(env, work).start(90)
     load = Load(db, fast, slow if with_slow else [], args.rate,
                 args.slow_rate, args.duration)
@@ -236,6 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--receivers", type=int, default=2)
     p.add_argument("--phases", nargs="+", choices=["baseline", "slow"],
                    default=["baseline", "slow"])
+    p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                   help="a service setting for both phases, e.g. --set sweep_interval_s=1")
     p.add_argument("--keep-db", action="store_true")
     p.add_argument("--label", default="")
     args = p.parse_args(argv)
