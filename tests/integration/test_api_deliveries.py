@@ -5,6 +5,7 @@ and a REPLAY task on the deliveries topic that the dispatcher's claim accepts.""
 from __future__ import annotations
 
 import asyncio
+import gc
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -373,8 +374,14 @@ async def offline_fixture(db_url: str, topics: Any) -> AsyncIterator[ApiHarness]
     acknowledgement bound and fails."""
     settings = api_settings(db_url, "127.0.0.1:1", topics.prefix, operation_batch_size=2)
     harness, client = await make_harness(db_url, settings)
+    publisher = harness.api.sink.publisher
     yield harness
     await client.close()
+    # Drop the instrumentation (a reference cycle through the publisher) and collect, so
+    # the producer of a broker that never existed stops reconnecting for the rest of the run.
+    publisher.__dict__.pop("publish_async", None)
+    del publisher, harness, client
+    gc.collect()
 
 
 def _signal_publishing(harness: ApiHarness) -> asyncio.Event:

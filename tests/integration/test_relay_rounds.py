@@ -22,7 +22,7 @@ from hookstream.outbox import write_event
 from hookstream.settings import RelaySettings
 from hookstream.topics import Topics, TopicSpec
 from tests.conftest import Stack
-from tests.helpers import query, scalar
+from tests.helpers import query, scalar, wait_until
 from tests.relay_fanout_support import metric, read_topic
 
 
@@ -267,7 +267,12 @@ def test_relay_claims_skip_live_claims_and_take_over_dead_or_expired_ones(
         assert relay.publish_round(store).published == 3
         assert scalar(db_url, "SELECT count(*) FROM outbox WHERE published_at IS NULL"
                               " AND id = %s", (ids[0],)) == 1
-    # The other relay's session ended (a crash ends it the same way): its claim is void.
+        other_pid = other.conn.info.backend_pid
+    # The other relay's session ended (a crash ends it the same way): once the server has
+    # noticed (its backend is gone; the client's close does not wait for that), the claim
+    # is void.
+    wait_until(lambda: scalar(db_url, "SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
+                              (other_pid,)) == 0, 10, message="the other session ended")
     assert relay.publish_round(store).published == 1
     assert len(_published_ids(stack, topics)) == 4
     assert scalar(db_url, "SELECT count(*) FROM outbox WHERE claimed_by IS NOT NULL") == 0
