@@ -25,6 +25,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import cast
 
 from confluent_kafka import Message
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -195,7 +196,7 @@ class DelayForwarder:
         self.metrics.paused.set(len(self._paused))
         self.metrics.head_wait.set(max(0.0, min(heads) - time.time()) if heads else 0.0)
         for msg in consumer.consume(500, timeout):
-            tp = (msg.topic(), msg.partition())
+            tp = cast(TP, (msg.topic(), msg.partition()))  # a record always has both
             self._held.setdefault(tp, deque()).append(self._hold(msg))
 
     def _publish(self, released: list[HandOn]) -> None:
@@ -219,7 +220,7 @@ class DelayForwarder:
 
     def _hold(self, msg: Message) -> Held:
         _, ts_ms = msg.timestamp()
-        release_at = ts_ms / 1000.0 + self.tiers.delay_of(msg.topic())
+        release_at = ts_ms / 1000.0 + self.tiers.delay_of(msg.topic() or "")
         try:
             task: DeliveryTask | None = DeliveryTask.decode(msg.value() or b"")
         except CodecError:
@@ -233,7 +234,7 @@ class DelayForwarder:
             while buf and buf[0].release_at <= now:
                 held = buf.popleft()
                 released.append(self._hand_on(held, now))
-                offsets[tp] = held.msg.offset() + 1
+                offsets[tp] = cast(int, held.msg.offset()) + 1
         return released, offsets
 
     def _flow_control(self, consumer: GroupConsumer, now: float) -> None:
@@ -249,7 +250,7 @@ class DelayForwarder:
 
     def _hand_on(self, held: Held, now: float) -> HandOn:
         msg, task = held.msg, held.task
-        tier = msg.topic().rsplit(".", 1)[-1]
+        tier = (msg.topic() or "").rsplit(".", 1)[-1]
         if task is None:
             log.error("undecodable record in a delay tier; sent to the dead-letter topic",
                       extra={"topic": msg.topic(), "offset": msg.offset()})

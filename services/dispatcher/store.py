@@ -104,7 +104,8 @@ class Store:
     async def load_endpoints(self, ids: list[uuid.UUID]) -> list[EndpointRow]:
         conn: AsyncConnection[Any]
         async with self.pool.connection() as conn:
-            cur = await conn.execute(Q["load_endpoints"], {"ids": ids})
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(Q["load_endpoints"], {"ids": ids})
             rows = await cur.fetchall()
         return [EndpointRow(
             id=r["id"], tenant=r["tenant"], status=r["status"], rate_per_s=r["rate_per_s"],
@@ -179,7 +180,8 @@ class Store:
         transaction is open while it waits for the broker."""
         conn: AsyncConnection[Any]
         async with self.pool.connection() as conn:
-            rows = await (await conn.execute(Q["expired_leases"], {"limit": limit})).fetchall()
+            cur = conn.cursor(row_factory=dict_row)
+            rows = await (await cur.execute(Q["expired_leases"], {"limit": limit})).fetchall()
         if not rows or not await produce(rows):
             return 0
         async with self.pool.connection() as conn:
@@ -193,7 +195,8 @@ class Store:
         """Overdue pending deliveries of active endpoints, marked swept (see sweeper.sql)."""
         conn: AsyncConnection[Any]
         async with self.pool.connection() as conn:
-            cur = await conn.execute(SWEEP["sweep"], {
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(SWEEP["sweep"], {
                 "after_s": after_s, "per_endpoint": per_endpoint, "limit": limit})
             return await cur.fetchall()
 
