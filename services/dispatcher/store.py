@@ -205,23 +205,20 @@ class Store:
         """Parked in PostgreSQL, each due at its slot, with no task anywhere: the sweeper
         hands them back when the slot comes (see 0008_parked.sql). Once this returns the
         originals' offsets may advance."""
-        if not tasks:
-            return
-        conn: AsyncConnection[Any]
-        async with self.pool.connection() as conn:
-            await conn.execute(SWEEP["park"], {
-                "ids": [t.delivery_id for t in tasks],
-                "versions": [t.lease_version for t in tasks],
-                "due": [t.due_at.timestamp() for t in tasks]})
+        await self._write_due(SWEEP["park"], tasks)
 
     @translated
     async def postpone(self, tasks: list[DeliveryTask]) -> None:
         """Deferred tasks' due times written to their rows (the sweeper's reference)."""
+        await self._write_due(SWEEP["postpone"], tasks)
+
+    async def _write_due(self, query: str, tasks: list[DeliveryTask]) -> None:
+        """Each task's due time onto its row (same delivery, same lease version, pending)."""
         if not tasks:
             return
         conn: AsyncConnection[Any]
         async with self.pool.connection() as conn:
-            await conn.execute(SWEEP["postpone"], {
+            await conn.execute(query, {
                 "ids": [t.delivery_id for t in tasks],
                 "versions": [t.lease_version for t in tasks],
                 "due": [t.due_at.timestamp() for t in tasks]})
