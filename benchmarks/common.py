@@ -14,12 +14,12 @@ from typing import Any
 import psycopg
 from confluent_kafka import Producer
 
-from hookstream import localstack
-from hookstream.codec import DeliveryTask, TaskKind
-from hookstream.harness import free_port
-from hookstream.kafka import delete_topics, ensure_topics
-from hookstream.migrate import migrate
-from hookstream.topics import Topics
+from hookstream.core.codec import DeliveryTask, TaskKind
+from hookstream.core.topics import Topics
+from hookstream.dev import localstack
+from hookstream.dev.harness import free_port
+from hookstream.io.kafka import delete_topics, ensure_topics
+from hookstream.ops.migrate import migrate
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench-results"
@@ -77,7 +77,7 @@ _PG_BACKGROUND = tuple(f"postgres: {name}" for name in (
 def stack_pids() -> dict[str, int]:
     """Pids of the local stack the environment points at: its PostgreSQL's postmaster
     and its Kafka broker (absent when not running from this stack folder)."""
-    from hookstream.localstack import kafka, postgres
+    from hookstream.dev.localstack import kafka, postgres
 
     out = {}
     if pg := postgres.status(check_health=False).get("pid"):

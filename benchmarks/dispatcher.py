@@ -58,9 +58,9 @@ from benchmarks.common import (
     start_fast_receiver,
     wait_group_stable,
 )
+from hookstream.core.signing import generate_secret, webhook_headers
+from hookstream.dev.harness import ServiceProcess, pipeline_env
 from hookstream.endpoints import create_endpoint
-from hookstream.harness import ServiceProcess, pipeline_env
-from hookstream.signing import generate_secret, webhook_headers
 
 PROFILE = bool(os.environ.get("HOOKSTREAM_BENCH_PROFILE")) and shutil.which("py-spy") is not None
 BODY = b'{"bench": true, "padding": "' + b"x" * 200 + b'"}'

@@ -1,4 +1,4 @@
-"""PartitionOffsets (hookstream.offsets) cost per message: track, then complete in a
+"""PartitionOffsets (hookstream.core.offsets) cost per message: track, then complete in a
 given order, over a partition of N offsets; committable() read after every completion,
 as the dispatcher's committer would.
 
@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 
 from benchmarks.common import RESULTS
-from hookstream.offsets import PartitionOffsets
+from hookstream.core.offsets import PartitionOffsets
 
 ORDERS: dict[str, Callable[[int], list[int]]] = {
     "in order": lambda n: list(range(n)),

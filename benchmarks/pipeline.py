@@ -7,7 +7,7 @@ PostgreSQL restarted) and a reconciliation at the end. A benchmark, not a test.
 
 Uses the stack the environment points at (HOOKSTREAM_DATABASE_URL and
 HOOKSTREAM_KAFKA_BOOTSTRAP, else the local stack): a fresh database and topic prefix per
-run. ``--chaos`` restarts Kafka and PostgreSQL through ``hookstream.localstack`` and so
+run. ``--chaos`` restarts Kafka and PostgreSQL through ``hookstream.dev.localstack`` and so
 refuses to run unless the environment points at a private stack (HOOKSTREAM_STACK_DIR
 other than the repository's .stack) whose addresses match HOOKSTREAM_DATABASE_URL and
 HOOKSTREAM_KAFKA_BOOTSTRAP.
@@ -41,13 +41,13 @@ import orjson
 import psycopg
 
 from benchmarks.common import RESULTS, proc_stats
-from hookstream import localstack
+from hookstream.core.topics import Topics
+from hookstream.dev import localstack
+from hookstream.dev.harness import ServiceProcess, free_port, pipeline_env
 from hookstream.endpoints import create_endpoint
-from hookstream.harness import ServiceProcess, free_port, pipeline_env
-from hookstream.kafka import delete_topics, ensure_topics
-from hookstream.migrate import migrate
-from hookstream.reconcile import Gap, attempt_counts, receiver_gaps, reconcile
-from hookstream.topics import Topics
+from hookstream.io.kafka import delete_topics, ensure_topics
+from hookstream.ops.migrate import migrate
+from hookstream.ops.reconcile import Gap, attempt_counts, receiver_gaps, reconcile
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVICES = ("relay", "fanout", "dispatcher")
@@ -76,7 +76,7 @@ def stack_target() -> tuple[str, str]:
 def check_private_stack(admin_url: str, bootstrap: str) -> str | None:
     """Why chaos must not run against this stack, or None. Restarting Kafka and
     PostgreSQL disturbs everyone using them, so only a private stack qualifies."""
-    from hookstream.localstack.paths import repo_root, stack_dir
+    from hookstream.dev.localstack.paths import repo_root, stack_dir
 
     if stack_dir() == repo_root() / ".stack":
         return "HOOKSTREAM_STACK_DIR is not set: that is the shared stack"
@@ -87,7 +87,9 @@ def check_private_stack(admin_url: str, bootstrap: str) -> str | None:
                 f"{admin_url} / {bootstrap}")
     st = localstack.status()
     if not (st["kafka"].get("healthy") and st["postgres"].get("healthy")):
-        return f"the private stack in {stack_dir()} is not up (python -m hookstream.localstack up)"
+        return (
+            f"the private stack in {stack_dir()} is not up (python -m hookstream.dev.localstack up)"
+        )
     return None
 
 
@@ -628,8 +630,8 @@ def yardstick_aiohttp(port: int, n: int) -> dict[str, float]:
 
 
 def yardstick_kafka(bootstrap: str, n: int) -> dict[str, Any]:
-    from hookstream.localstack import kafka
-    from hookstream.topics import TopicSpec
+    from hookstream.core.topics import TopicSpec
+    from hookstream.dev.localstack import kafka
 
     topic = f"yardstick-{uuid.uuid4().hex[:6]}"
     ensure_topics(bootstrap, [TopicSpec(topic, 6, {})])
@@ -906,7 +908,7 @@ def main() -> int:
                                     "ok": not all_gaps}
         print_table(result)
         print("\nreconciliation (database):")
-        from hookstream.reconcile import format_report
+        from hookstream.ops.reconcile import format_report
 
         print(format_report(report))
         print(f"reconciliation (receivers vs attempt rows): {receivers['duplicates']:,}"

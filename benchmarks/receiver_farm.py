@@ -25,7 +25,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from hookstream.signing import VerificationError, verify
+from hookstream.core.signing import VerificationError, verify
 
 STATUS = {"ok": 200, "slow": 200, "fail": 500, "throttle": 429, "hang": 200, "gone": 410}
 

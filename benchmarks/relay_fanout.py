@@ -69,12 +69,12 @@ from benchmarks.common import (
     stack_pids,
     wait_group_stable,
 )
-from hookstream.codec import EventEnvelope
-from hookstream.fastcodec import encode_envelope
-from hookstream.harness import ServiceProcess, pipeline_env
-from hookstream.kafka import delete_topics, ensure_topics
-from hookstream.migrate import migrate
-from hookstream.topics import Topics, TopicSpec
+from hookstream.core.codec import EventEnvelope
+from hookstream.core.fastcodec import encode_envelope
+from hookstream.core.topics import Topics, TopicSpec
+from hookstream.dev.harness import ServiceProcess, pipeline_env
+from hookstream.io.kafka import delete_topics, ensure_topics
+from hookstream.ops.migrate import migrate
 
 DEFAULT_DB = "postgresql://hookstream@127.0.0.1:55432/hookstream"
 DEFAULT_KAFKA = "127.0.0.1:19092"
@@ -465,7 +465,7 @@ def run_small(b: Bench, per_txn: int, producers: int, seconds: float,
 
 # -- the yardstick: Kafka's own producer against the same broker ----------------------
 
-# The relay's producer settings (hookstream.kafka.producer_config) in the Java client's
+# The relay's producer settings (hookstream.io.kafka.producer_config) in the Java client's
 # names; batch.size is librdkafka's default (the Java client's is 16 KB).
 YARDSTICK_PROPS = ("acks=all", "enable.idempotence=true", "linger.ms=5",
                    "compression.type=lz4", "batch.size=1000000")
@@ -480,7 +480,7 @@ def relay_record_bytes(payload_bytes: int) -> int:
 
 
 def kafka_yardstick(bootstrap: str, records: int, record_bytes: int) -> dict[str, Any]:
-    from hookstream.localstack import kafka
+    from hookstream.dev.localstack import kafka
 
     topic = f"yardstick-{uuid.uuid4().hex[:6]}"
     ensure_topics(bootstrap, [TopicSpec(topic, PARTITIONS, {})])

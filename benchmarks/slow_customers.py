@@ -52,10 +52,10 @@ from benchmarks.pipeline import (
     stack_target,
     start_farm,
 )
+from hookstream.core.topics import Topics
+from hookstream.dev.harness import Pipeline, free_port, pipeline_env
 from hookstream.endpoints import create_endpoint
-from hookstream.harness import Pipeline, free_port, pipeline_env
-from hookstream.kafka import delete_topics, ensure_topics
-from hookstream.topics import Topics
+from hookstream.io.kafka import delete_topics, ensure_topics
 
 TENANTS = 30
 PAD = "x" * 200

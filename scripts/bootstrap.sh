@@ -5,7 +5,7 @@
 #   stack/.kafka-libs.
 # Only the Debian, PyPI and Maven Central registries are needed. Prints what it
 # does and is quiet otherwise; a second run does nothing. Then:
-#   .venv/bin/python -m hookstream.localstack up
+#   .venv/bin/python -m hookstream.dev.localstack up
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -84,7 +84,7 @@ if [ "$(java_major)" -lt 17 ]; then
 fi
 
 if ! have_pg_server; then
-  # We only need the server binaries: hookstream.localstack runs its own cluster in
+  # We only need the server binaries: hookstream.dev.localstack runs its own cluster in
   # .stack/pg. Install postgresql-common first and switch off the Debian default
   # cluster (15/main on port 5432), so the package creates and starts no service.
   apt_install postgresql-common
@@ -117,7 +117,7 @@ fi
 STAMP=.venv/.hookstream-pyproject.sha256
 want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 have="$(cat "$STAMP" 2>/dev/null || true)"
-if [ "$want" != "$have" ] || ! .venv/bin/python -c 'import hookstream.localstack' 2>/dev/null; then
+if [ "$want" != "$have" ] || ! .venv/bin/python -c 'import hookstream.dev.localstack' 2>/dev/null; then
   say "pip install -e '.[dev]' into .venv"
   .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]'
   echo "$want" >"$STAMP"
@@ -128,5 +128,5 @@ if ! compgen -G 'stack/.kafka-libs/kafka_2.13-*.jar' >/dev/null || [ ! -f stack/
   [ "$(cat stack/.kafka-libs/.pom.sha256)" != "$(sha256sum stack/pom.xml | cut -d' ' -f1)" ]; then
   # resolves (mvn -B -q -f stack/pom.xml dependency:copy-dependencies) only when the
   # jars are missing or stack/pom.xml changed; prints when it does
-  .venv/bin/python -c 'from hookstream.localstack.kafka import ensure_jars; ensure_jars()'
+  .venv/bin/python -c 'from hookstream.dev.localstack.kafka import ensure_jars; ensure_jars()'
 fi

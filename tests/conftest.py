@@ -13,9 +13,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from hookstream.kafka import delete_topics, ensure_topics
-from hookstream.migrate import migrate
-from hookstream.topics import Topics
+from hookstream.core.topics import Topics
+from hookstream.io.kafka import delete_topics, ensure_topics
+from hookstream.ops.migrate import migrate
 
 DEFAULT_DB = "postgresql://hookstream@127.0.0.1:55432/hookstream"
 DEFAULT_KAFKA = "127.0.0.1:19092"

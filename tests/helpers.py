@@ -9,8 +9,8 @@ import psycopg
 from confluent_kafka import Consumer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
-from hookstream.harness import ServiceProcess
-from hookstream.topics import Topics
+from hookstream.core.topics import Topics
+from hookstream.dev.harness import ServiceProcess
 
 T = TypeVar("T")
 
@@ -111,7 +111,7 @@ def wait_drained(bootstrap: str, groups: dict[str, list[str]], timeout_s: float 
 
 
 def pipeline_groups(topics: Topics) -> dict[str, list[str]]:
-    """The consumer groups of a harness pipeline (hookstream.harness.pipeline_env names
+    """The consumer groups of a harness pipeline (hookstream.dev.harness.pipeline_env names
     them after the topic prefix) and what each consumes."""
     dispatcher = f"{topics.prefix}-dispatcher"
     return {f"{topics.prefix}-fanout": [topics.events],

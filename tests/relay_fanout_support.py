@@ -20,7 +20,7 @@ from confluent_kafka import (
 )
 from prometheus_client import CollectorRegistry
 
-from hookstream.codec import DeliveryTask, EventEnvelope
+from hookstream.core.codec import DeliveryTask, EventEnvelope
 
 
 def envelope(tenant: str = "acme", type: str = "invoice.paid", *,

@@ -16,10 +16,10 @@ from typing import Any
 import aiohttp
 from yarl import URL
 
+from hookstream.core.signing import webhook_headers
+from hookstream.io.safe_resolver import BlockedAddressError
 from hookstream.policy.classify import Decision, ErrorClass, classify
 from hookstream.policy.urlsafety import UnsafeURL, validate_endpoint_url
-from hookstream.safe_resolver import BlockedAddressError
-from hookstream.signing import webhook_headers
 
 
 # Not frozen: a frozen dataclass sets each field through object.__setattr__, ~0.7 µs

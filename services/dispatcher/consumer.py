@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 from confluent_kafka import Consumer, Message, TopicPartition
 from hookstream.dispatcher.offset_book import TP, OffsetBook
 
-from hookstream.kafka import (
+from hookstream.io.kafka import (
     KafkaPermanent,
     KafkaTransient,
     consumer_config,

@@ -30,8 +30,9 @@ from typing import cast
 from confluent_kafka import Message
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from hookstream.codec import CodecError, DeliveryTask
-from hookstream.kafka import (
+from hookstream.core.codec import CodecError, DeliveryTask
+from hookstream.core.topics import Topics
+from hookstream.io.kafka import (
     TP,
     Failed,
     GroupConsumer,
@@ -43,7 +44,6 @@ from hookstream.kafka import (
     publish_until_acked_sync,
 )
 from hookstream.policy.tiers import Tiers
-from hookstream.topics import Topics
 
 log = logging.getLogger("hookstream.delay")
 # Records held per partition at most; a partition is paused beyond it.

@@ -33,7 +33,7 @@ from hookstream.dispatcher.offset_book import Item
 from hookstream.dispatcher.outcomes import EndpointChanges
 from hookstream.dispatcher.store import EndpointRow, Store
 
-from hookstream.pg import DatabaseUnavailable
+from hookstream.io.pg import DatabaseUnavailable
 from hookstream.policy.backlog import smoothed_latency
 from hookstream.policy.circuit import CircuitPolicy, CircuitState, Verdict
 from hookstream.policy.classify import Outcome

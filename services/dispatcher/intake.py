@@ -39,14 +39,14 @@ from hookstream.dispatcher.metrics import DispatcherMetrics
 from hookstream.dispatcher.offset_book import Item, OffsetBook
 from hookstream.dispatcher.store import Store
 
-from hookstream.codec import CodecError
-from hookstream.fastcodec import decode_task
-from hookstream.kafka import Record
-from hookstream.offsets import PartitionOffsets
+from hookstream.core.codec import CodecError
+from hookstream.core.fastcodec import decode_task
+from hookstream.core.offsets import PartitionOffsets
+from hookstream.core.topics import Topics
+from hookstream.io.kafka import Record
 from hookstream.policy import backlog
 from hookstream.policy.circuit import Admission, CircuitPolicy, admission
 from hookstream.policy.scheduler import FairScheduler
-from hookstream.topics import Topics
 
 log = logging.getLogger("hookstream.dispatcher")
 # A task to defer: the item, its new due time (epoch s) and why (a metric label).

@@ -25,10 +25,10 @@ from typing import Any
 from hookstream.dispatcher.metrics import DispatcherMetrics
 from hookstream.dispatcher.store import Store
 
-from hookstream.codec import DeliveryTask, TaskKind
-from hookstream.kafka import Record
-from hookstream.pg import DatabaseUnavailable
-from hookstream.settings import DispatcherSettings
+from hookstream.core.codec import DeliveryTask, TaskKind
+from hookstream.core.settings import DispatcherSettings
+from hookstream.io.kafka import Record
+from hookstream.io.pg import DatabaseUnavailable
 
 log = logging.getLogger("hookstream.dispatcher")
 REAP_BATCH = 500

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from hookstream.dispatcher.service import Dispatcher
 
+from hookstream.core.settings import DispatcherSettings
 from hookstream.runner import run_service
-from hookstream.settings import DispatcherSettings
 
 
 def main() -> int:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from hookstream.loop_metrics import LoopCounter, LoopHistogram
-from hookstream.observability import at_zero
+from hookstream.ops.loop_metrics import LoopCounter, LoopHistogram
+from hookstream.ops.observability import at_zero
 from hookstream.policy.classify import ErrorClass, Outcome
 
 WORST_N = 10  # endpoints with a per-endpoint in-flight series (bounded cardinality)

@@ -13,8 +13,8 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from hookstream.codec import DeliveryTask
-from hookstream.offsets import PartitionOffsets
+from hookstream.core.codec import DeliveryTask
+from hookstream.core.offsets import PartitionOffsets
 
 TP = tuple[str, int]
 

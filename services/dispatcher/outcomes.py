@@ -24,11 +24,11 @@ from hookstream.dispatcher.metrics import DispatcherMetrics
 from hookstream.dispatcher.offset_book import Item, OffsetBook
 from hookstream.dispatcher.store import AttemptRecord, Store
 
-from hookstream.codec import DeliveryTask, TaskKind
-from hookstream.kafka import Record
-from hookstream.pg import DataRejected
+from hookstream.core.codec import DeliveryTask, TaskKind
+from hookstream.core.topics import Topics
+from hookstream.io.kafka import Record
+from hookstream.io.pg import DataRejected
 from hookstream.policy.circuit import CircuitState
-from hookstream.topics import Topics
 
 log = logging.getLogger("hookstream.dispatcher")
 BATCH = 1000

@@ -26,10 +26,10 @@ from hookstream.dispatcher.offset_book import Item, OffsetBook
 from hookstream.dispatcher.outcomes import Finished, OutcomeWriter
 from hookstream.dispatcher.store import AttemptRecord, Claim, Store
 
-from hookstream.codec import TaskKind
+from hookstream.core.codec import TaskKind
+from hookstream.core.settings import DispatcherSettings
 from hookstream.policy.backoff import BackoffPolicy
 from hookstream.policy.scheduler import FairScheduler
-from hookstream.settings import DispatcherSettings
 
 TAKE_MAX = 200  # tasks claimed per round trip at most
 IDLE_WAKE_S = 0.5  # looks again this often with nothing to wake it

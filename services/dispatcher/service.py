@@ -43,7 +43,9 @@ from hookstream.dispatcher.pump import Pump
 from hookstream.dispatcher.store import Store
 from prometheus_client import CollectorRegistry
 
-from hookstream.kafka import (
+from hookstream.core.settings import DispatcherSettings
+from hookstream.core.topics import Topics
+from hookstream.io.kafka import (
     Failed,
     KafkaPermanent,
     KafkaTransient,
@@ -51,13 +53,11 @@ from hookstream.kafka import (
     Record,
     publish_until_acked,
 )
-from hookstream.pg import DatabaseUnavailable
+from hookstream.io.pg import DatabaseUnavailable
+from hookstream.io.safe_resolver import SafeResolver
 from hookstream.policy.backoff import BackoffPolicy
 from hookstream.policy.circuit import CircuitPolicy
 from hookstream.policy.scheduler import FairScheduler, Limits
-from hookstream.safe_resolver import SafeResolver
-from hookstream.settings import DispatcherSettings
-from hookstream.topics import Topics
 
 log = logging.getLogger("hookstream.dispatcher")
 # SIGTERM: in-flight attempts get their deadline (+5 s), then outcomes this long to be

@@ -10,9 +10,9 @@ from psycopg import AsyncConnection
 from psycopg.rows import dict_row, tuple_row
 from psycopg_pool import AsyncConnectionPool
 
-from hookstream import queries
-from hookstream.codec import DeliveryTask, TaskKind
-from hookstream.pg import translated
+from hookstream.core.codec import DeliveryTask, TaskKind
+from hookstream.io import queries
+from hookstream.io.pg import translated
 from hookstream.policy.circuit import CircuitState
 
 Q = queries.load("dispatcher")

@@ -3,8 +3,8 @@ from __future__ import annotations
 from hookstream.fanout.service import Fanout
 
 from hookstream.api.server import with_api
+from hookstream.core.settings import ApiSettings, FanoutSettings, SettingsError, from_env
 from hookstream.runner import run_service
-from hookstream.settings import ApiSettings, FanoutSettings, SettingsError, from_env
 
 
 def main() -> int:

@@ -17,10 +17,12 @@ from confluent_kafka import Message
 from hookstream.fanout.plan import Audience, plan
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from hookstream import queries
-from hookstream.codec import CodecError, EventEnvelope
-from hookstream.fastcodec import encode_new_task
-from hookstream.kafka import (
+from hookstream.core.codec import CodecError, EventEnvelope
+from hookstream.core.fastcodec import encode_new_task
+from hookstream.core.settings import FanoutSettings
+from hookstream.core.topics import Topics
+from hookstream.io import queries
+from hookstream.io.kafka import (
     TP,
     Failed,
     GroupConsumer,
@@ -31,10 +33,8 @@ from hookstream.kafka import (
     consumer_config,
     publish_until_acked_sync,
 )
-from hookstream.observability import at_zero
-from hookstream.pg import DatabaseUnavailable, DataRejected, translating
-from hookstream.settings import FanoutSettings
-from hookstream.topics import Topics
+from hookstream.io.pg import DatabaseUnavailable, DataRejected, translating
+from hookstream.ops.observability import at_zero
 
 log = logging.getLogger("hookstream.fanout")
 Q = queries.load("fanout")

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from hookstream.relay.service import Relay
 
+from hookstream.core.settings import RelaySettings
 from hookstream.runner import run_service
-from hookstream.settings import RelaySettings
 
 
 def main() -> int:

@@ -4,7 +4,7 @@ A claim is one autocommitted statement, so no transaction stays open while the r
 waits for Kafka. Each store holds a claim token as a session advisory lock: claims whose
 token is no longer locked by anyone (the relay died, or its connection did) are void,
 and ``claimed_until`` voids the claims of a relay that is connected but stuck. Every
-method raises ``DatabaseUnavailable`` for an outage (see ``hookstream.pg``), never a
+method raises ``DatabaseUnavailable`` for an outage (see ``hookstream.io.pg``), never a
 driver error.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 
 import psycopg
 
-from hookstream import queries
-from hookstream.pg import translated_sync, translating
+from hookstream.io import queries
+from hookstream.io.pg import translated_sync, translating
 
 Q = queries.load("relay")
 # The advisory-lock class of claim tokens: pg_locks shows it as classid, the token as objid.

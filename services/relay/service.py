@@ -36,13 +36,13 @@ from hookstream.relay.validate import (
 )
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from hookstream import queries
-from hookstream.fastcodec import encode_envelope
-from hookstream.kafka import BrokerUnavailable, Failed, KafkaTransient, Publisher, Record
-from hookstream.observability import at_zero
-from hookstream.pg import DatabaseUnavailable
-from hookstream.settings import RelaySettings
-from hookstream.topics import Topics
+from hookstream.core.fastcodec import encode_envelope
+from hookstream.core.settings import RelaySettings
+from hookstream.core.topics import Topics
+from hookstream.io import queries
+from hookstream.io.kafka import BrokerUnavailable, Failed, KafkaTransient, Publisher, Record
+from hookstream.io.pg import DatabaseUnavailable
+from hookstream.ops.observability import at_zero
 
 log = logging.getLogger("hookstream.relay")
 Q = queries.load("relay")

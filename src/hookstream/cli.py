@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hookstream.settings import CommonSettings, SettingsError, check_environment, from_env
+from hookstream.core.settings import CommonSettings, SettingsError, check_environment, from_env
 
 
 def _common() -> CommonSettings:
@@ -16,7 +16,7 @@ def _common() -> CommonSettings:
 
 
 def cmd_migrate(_: argparse.Namespace) -> int:
-    from hookstream.migrate import migrate
+    from hookstream.ops.migrate import migrate
 
     applied = migrate(_common().database_url)
     print("migrations applied: " + (", ".join(applied) if applied else "none (up to date)"))
@@ -24,8 +24,8 @@ def cmd_migrate(_: argparse.Namespace) -> int:
 
 
 def cmd_topics(args: argparse.Namespace) -> int:
-    from hookstream.kafka import ensure_topics
-    from hookstream.topics import Topics
+    from hookstream.core.topics import Topics
+    from hookstream.io.kafka import ensure_topics
 
     settings = _common()
     created = ensure_topics(settings.kafka_bootstrap,
@@ -35,7 +35,7 @@ def cmd_topics(args: argparse.Namespace) -> int:
 
 
 def cmd_stack(args: argparse.Namespace) -> int:
-    from hookstream import localstack
+    from hookstream.dev import localstack
 
     code = localstack.main([args.action, *(["--only", args.only] if args.only else [])])
     if code == 0 and args.action == "up" and args.only is None:
@@ -46,8 +46,8 @@ def cmd_stack(args: argparse.Namespace) -> int:
         cmd_migrate(args)
         args.partitions = 6
         cmd_topics(args)
-        from hookstream.kafka import warm_group_coordinator
-        from hookstream.topics import Topics
+        from hookstream.core.topics import Topics
+        from hookstream.io.kafka import warm_group_coordinator
 
         settings = _common()
         took = warm_group_coordinator(settings.kafka_bootstrap,
@@ -76,9 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     from hookstream.api.cli import register as register_control_plane
 
     register_control_plane(sub)  # tenants | apikeys | endpoints (hookstream.api.cli)
-    from hookstream.reconcile import register as register_reconcile
+    from hookstream.ops.reconcile import register as register_reconcile
 
-    register_reconcile(sub)  # reconcile (hookstream.reconcile)
+    register_reconcile(sub)  # reconcile (hookstream.ops.reconcile)
     args = parser.parse_args(argv)
     try:
         # Every command, the local stack's included, reads the environment file the
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         module = __import__(f"hookstream.{args.command}.main", fromlist=["main"])
         return int(module.main())
     if args.command == "demo":
-        from hookstream.demo import run_demo
+        from hookstream.dev.demo import run_demo
 
         return run_demo(events=args.events, keep_running=args.keep_running)
     return int(args.fn(args))

@@ -10,8 +10,8 @@ from typing import Any
 
 import psycopg
 
+from hookstream.core.signing import generate_secret
 from hookstream.policy.urlsafety import validate_endpoint_url
-from hookstream.signing import generate_secret
 
 DEFAULT_RATE_PER_S = 50.0
 DEFAULT_BURST = 100

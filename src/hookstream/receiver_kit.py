@@ -9,6 +9,6 @@ clock is an argument so a receiver's tests can pin it; the default tolerance is 
 the delivery id, stable across retries and replays. See docs/receiving-webhooks.md.
 """
 
-from hookstream.signing import DEFAULT_TOLERANCE_S, VerificationError, verify
+from hookstream.core.signing import DEFAULT_TOLERANCE_S, VerificationError, verify
 
 __all__ = ["DEFAULT_TOLERANCE_S", "VerificationError", "verify"]

@@ -12,12 +12,12 @@ from typing import Any, Protocol, TypeVar
 
 from prometheus_client import CollectorRegistry
 
-from hookstream.db_metrics import delivery_stats_collector
-from hookstream.lag import consumer_lag_collector
-from hookstream.observability import ServiceHTTP, setup_logging
-from hookstream.sampling import BackgroundSampler, SampledCollector, SamplerHealth
-from hookstream.settings import CommonSettings, SettingsError, from_env
-from hookstream.topics import Topics
+from hookstream.core.settings import CommonSettings, SettingsError, from_env
+from hookstream.core.topics import Topics
+from hookstream.ops.db_metrics import delivery_stats_collector
+from hookstream.ops.lag import consumer_lag_collector
+from hookstream.ops.observability import ServiceHTTP, setup_logging
+from hookstream.ops.sampling import BackgroundSampler, SampledCollector, SamplerHealth
 
 
 class Service(Protocol):
@@ -42,7 +42,7 @@ def run_service(
     """Every service exports the lag of every consumer group of the pipeline
     (``pipeline_groups``), not only its own, so a group's lag stays visible while its
     consumer is down; ``delivery_stats``: export the platform-wide gauges read from
-    PostgreSQL (one service does it, see hookstream.db_metrics)."""
+    PostgreSQL (one service does it, see hookstream.ops.db_metrics)."""
     try:
         settings = from_env(settings_cls)
     except SettingsError as exc:

@@ -13,10 +13,10 @@ import pytest
 from psycopg.rows import dict_row
 
 from hookstream.api import store
+from hookstream.core.topics import Topics
+from hookstream.dev.harness import Pipeline, pipeline_env
+from hookstream.dev.receiver import Behaviour, Receiver, ReceiverThread
 from hookstream.endpoints import create_endpoint
-from hookstream.harness import Pipeline, pipeline_env
-from hookstream.receiver import Behaviour, Receiver, ReceiverThread
-from hookstream.topics import Topics
 from tests.conftest import Stack
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import psycopg
 
-from hookstream.harness import free_port
+from hookstream.dev.harness import free_port
+from hookstream.dev.receiver import Receiver
 from hookstream.outbox import write_event
-from hookstream.receiver import Receiver
 from tests.e2e.conftest import StartPipeline, api_call, tenant_key
 from tests.helpers import query, wait_until
 

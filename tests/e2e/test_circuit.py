@@ -7,8 +7,8 @@ import time
 
 import psycopg
 
+from hookstream.dev.receiver import Behaviour, Receiver
 from hookstream.outbox import write_event
-from hookstream.receiver import Behaviour, Receiver
 from tests.e2e.conftest import StartPipeline, add_endpoint
 from tests.helpers import query, scalar, service_metric, wait_until
 

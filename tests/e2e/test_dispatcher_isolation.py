@@ -12,12 +12,12 @@ import orjson
 import psycopg
 from confluent_kafka import Producer
 
-from hookstream.codec import DeliveryTask, TaskKind
+from hookstream.core.codec import DeliveryTask, TaskKind
+from hookstream.core.topics import Topics
+from hookstream.dev.harness import Pipeline, ServiceProcess, pipeline_env
+from hookstream.dev.receiver import Behaviour, Receiver
 from hookstream.endpoints import create_endpoint
-from hookstream.harness import Pipeline, ServiceProcess, pipeline_env
 from hookstream.outbox import write_event
-from hookstream.receiver import Behaviour, Receiver
-from hookstream.topics import Topics
 from tests.conftest import Stack
 from tests.e2e.conftest import StartPipeline, add_endpoint
 from tests.helpers import (

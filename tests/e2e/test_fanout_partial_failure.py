@@ -9,8 +9,8 @@ from pathlib import Path
 
 import psycopg
 
-from hookstream.harness import ServiceProcess, pipeline_env
-from hookstream.topics import Topics
+from hookstream.core.topics import Topics
+from hookstream.dev.harness import ServiceProcess, pipeline_env
 from tests.conftest import Stack
 from tests.helpers import query, scalar, stop_cleanly, wait_until
 from tests.relay_fanout_support import add_endpoints, envelope, produce_events, read_tasks

@@ -11,9 +11,9 @@ import time
 import psycopg
 import pytest
 
-from hookstream import localstack
+from hookstream.dev import localstack
+from hookstream.dev.receiver import Behaviour, Receiver
 from hookstream.outbox import write_event
-from hookstream.receiver import Behaviour, Receiver
 from tests.e2e.conftest import StartPipeline, add_endpoint
 from tests.helpers import query, scalar, wait_until
 

@@ -22,13 +22,13 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from hookstream.dispatcher.service import SHUTDOWN_ATTEMPT_GRACE_S, SHUTDOWN_WRITE_WAIT_S
 
-from hookstream import localstack
-from hookstream.codec import DeliveryTask, TaskKind
-from hookstream.harness import STOP_TIMEOUT_S, Pipeline
+from hookstream.core.codec import DeliveryTask, TaskKind
+from hookstream.core.topics import Topics
+from hookstream.dev import localstack
+from hookstream.dev.harness import STOP_TIMEOUT_S, Pipeline
+from hookstream.dev.receiver import Behaviour, Receiver
+from hookstream.ops.reconcile import attempt_counts, receiver_gaps
 from hookstream.outbox import write_event
-from hookstream.receiver import Behaviour, Receiver
-from hookstream.reconcile import attempt_counts, receiver_gaps
-from hookstream.topics import Topics
 from tests.conftest import Stack
 from tests.e2e.conftest import StartPipeline, add_endpoint
 from tests.helpers import end_offsets, query, scalar, service_metric, wait_until

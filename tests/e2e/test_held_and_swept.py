@@ -14,10 +14,10 @@ import time
 import psycopg
 import pytest
 
+from hookstream.dev.harness import ServiceProcess
+from hookstream.dev.receiver import Receiver
 from hookstream.endpoints import create_endpoint
-from hookstream.harness import ServiceProcess
 from hookstream.outbox import write_event
-from hookstream.receiver import Receiver
 from tests.e2e.conftest import StartPipeline, add_endpoint
 from tests.helpers import scalar, service_metric, wait_until
 

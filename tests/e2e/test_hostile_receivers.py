@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
+from hookstream.dev.receiver import Receiver
 from hookstream.endpoints import create_endpoint
 from hookstream.outbox import write_event
-from hookstream.receiver import Receiver
 from tests.e2e.conftest import StartPipeline, add_endpoint
 from tests.helpers import query, scalar, wait_until
 from tests.hostile import BEHAVIOURS, HostileServer

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import psycopg
 
-from hookstream.harness import ServiceProcess
+from hookstream.core.topics import Topics
+from hookstream.dev.harness import ServiceProcess
+from hookstream.dev.receiver import Receiver
 from hookstream.outbox import write_event
-from hookstream.receiver import Receiver
-from hookstream.topics import Topics
 from tests.e2e.conftest import StartPipeline, add_endpoint
 from tests.helpers import scalar, service_metric, wait_until
 

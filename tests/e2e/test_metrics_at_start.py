@@ -10,8 +10,8 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from hookstream.harness import ServiceProcess, pipeline_env
-from hookstream.topics import Topics
+from hookstream.core.topics import Topics
+from hookstream.dev.harness import ServiceProcess, pipeline_env
 from tests.conftest import Stack
 from tests.helpers import service_metric, stop_cleanly, wait_until
 

@@ -23,13 +23,13 @@ import psycopg
 import pytest
 import yaml
 
+from hookstream.core.topics import Topics
+from hookstream.dev.harness import Pipeline, free_port, pipeline_env
+from hookstream.dev.localstack.kafka import CONSUMER_GROUP_COMMAND, run_tool
+from hookstream.dev.receiver import Behaviour, Receiver, ReceiverThread
 from hookstream.endpoints import create_endpoint
-from hookstream.harness import Pipeline, free_port, pipeline_env
-from hookstream.kafka import delete_topics, ensure_topics
-from hookstream.localstack.kafka import CONSUMER_GROUP_COMMAND, run_tool
+from hookstream.io.kafka import delete_topics, ensure_topics
 from hookstream.outbox import write_event
-from hookstream.receiver import Behaviour, Receiver, ReceiverThread
-from hookstream.topics import Topics
 from tests.conftest import Stack
 from tests.helpers import stop_cleanly, wait_until
 
@@ -88,7 +88,7 @@ class PrometheusServer:
 
 # "... or vector(0)" always returns data: evaluated with the fallback, a panel over a
 # metric nobody exports would pass. The services publish their counters at 0 from the
-# start instead (hookstream.observability.at_zero), so no panel needs one.
+# start instead (hookstream.ops.observability.at_zero), so no panel needs one.
 CONSTANT_FALLBACK = re.compile(r"\s+or\s+vector\([^()]*\)\s*$")
 
 

@@ -16,11 +16,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from hookstream import localstack
-from hookstream.codec import EventEnvelope
-from hookstream.harness import ServiceProcess, pipeline_env
+from hookstream.core.codec import EventEnvelope
+from hookstream.core.topics import Topics
+from hookstream.dev import localstack
+from hookstream.dev.harness import ServiceProcess, pipeline_env
 from hookstream.outbox import write_event
-from hookstream.topics import Topics
 from tests.conftest import Stack
 from tests.helpers import query, scalar, stop_cleanly, wait_until
 from tests.relay_fanout_support import read_topic

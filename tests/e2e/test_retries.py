@@ -12,11 +12,11 @@ from datetime import datetime
 import psycopg
 from confluent_kafka import Consumer
 
-from hookstream.codec import DeliveryTask
-from hookstream.harness import free_port
+from hookstream.core.codec import DeliveryTask
+from hookstream.core.topics import Topics
+from hookstream.dev.harness import free_port
+from hookstream.dev.receiver import Behaviour, Receiver
 from hookstream.outbox import write_event
-from hookstream.receiver import Behaviour, Receiver
-from hookstream.topics import Topics
 from tests.conftest import Stack
 from tests.e2e.conftest import StartPipeline, add_endpoint, api_call, tenant_key
 from tests.helpers import (

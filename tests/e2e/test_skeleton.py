@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import psycopg
 
-from hookstream.harness import Pipeline
+from hookstream.core.topics import Topics
+from hookstream.dev.harness import Pipeline
+from hookstream.dev.receiver import Behaviour, Receiver
 from hookstream.outbox import write_event
-from hookstream.receiver import Behaviour, Receiver
-from hookstream.topics import Topics
 from tests.conftest import Stack
 from tests.e2e.conftest import add_endpoint
 from tests.helpers import end_offsets, pipeline_groups, query, scalar, wait_drained, wait_until

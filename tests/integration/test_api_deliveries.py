@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from hookstream import queries
-from hookstream.codec import TaskKind
-from hookstream.topics import Topics
+from hookstream.core.codec import TaskKind
+from hookstream.core.topics import Topics
+from hookstream.io import queries
 from tests.conftest import Stack
 from tests.helpers import query
 from tests.integration.test_api_support import (  # noqa: F401

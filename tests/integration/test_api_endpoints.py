@@ -3,7 +3,7 @@ delete, bulk import (207)."""
 
 from __future__ import annotations
 
-from hookstream.signing import decode_secret
+from hookstream.core.signing import decode_secret
 from tests.helpers import query
 from tests.integration.test_api_support import ApiHarness, api_fixture  # noqa: F401
 

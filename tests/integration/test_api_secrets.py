@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from hookstream.signing import verify, webhook_headers
+from hookstream.core.signing import verify, webhook_headers
 from tests.helpers import query
 from tests.integration.test_api_support import ApiHarness, api_fixture  # noqa: F401
 

@@ -24,8 +24,8 @@ from psycopg.rows import dict_row
 
 from hookstream.api import store
 from hookstream.api.app import API, Api, build_app
-from hookstream.codec import DeliveryTask
-from hookstream.settings import ApiSettings
+from hookstream.core.codec import DeliveryTask
+from hookstream.core.settings import ApiSettings
 from tests.conftest import Stack
 
 

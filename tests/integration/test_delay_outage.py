@@ -19,9 +19,9 @@ from confluent_kafka import Producer
 from hookstream.dispatcher.delay import DelayForwarder
 from prometheus_client import CollectorRegistry
 
-from hookstream import localstack
-from hookstream.codec import DeliveryTask, TaskKind
-from hookstream.topics import Topics
+from hookstream.core.codec import DeliveryTask, TaskKind
+from hookstream.core.topics import Topics
+from hookstream.dev import localstack
 from tests.conftest import Stack
 from tests.helpers import wait_until
 from tests.relay_fanout_support import metric, read_tasks

@@ -16,9 +16,9 @@ from confluent_kafka import Consumer
 from hookstream.fanout.service import BatchResult, Fanout
 from prometheus_client import CollectorRegistry
 
-from hookstream.codec import EventEnvelope
-from hookstream.settings import FanoutSettings
-from hookstream.topics import Topics
+from hookstream.core.codec import EventEnvelope
+from hookstream.core.settings import FanoutSettings
+from hookstream.core.topics import Topics
 from tests.conftest import Stack
 from tests.helpers import query, scalar
 from tests.relay_fanout_support import (

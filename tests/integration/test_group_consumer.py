@@ -9,13 +9,13 @@ import uuid
 
 import pytest
 
-from hookstream.kafka import (
+from hookstream.core.topics import TopicSpec
+from hookstream.io.kafka import (
     GroupConsumer,
     KafkaTransient,
     consumer_config,
     ensure_topics,
 )
-from hookstream.topics import TopicSpec
 from tests.conftest import Stack
 from tests.relay_fanout_support import produce
 

@@ -9,7 +9,7 @@ import psycopg
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from hookstream.db_metrics import DeliveryStatsSource, delivery_stats_collector
+from hookstream.ops.db_metrics import DeliveryStatsSource, delivery_stats_collector
 
 ACTIVE = 15  # more than the top N (10): only the worst 10 may get a label
 

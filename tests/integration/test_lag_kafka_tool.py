@@ -10,11 +10,11 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from hookstream.harness import free_port
-from hookstream.lag import LagSnapshot, consumer_lag_collector
-from hookstream.localstack.kafka import CONSUMER_GROUP_COMMAND, run_tool
-from hookstream.sampling import SampledCollector, SamplerHealth
-from hookstream.topics import Topics
+from hookstream.core.topics import Topics
+from hookstream.dev.harness import free_port
+from hookstream.dev.localstack.kafka import CONSUMER_GROUP_COMMAND, run_tool
+from hookstream.ops.lag import LagSnapshot, consumer_lag_collector
+from hookstream.ops.sampling import SampledCollector, SamplerHealth
 from tests.conftest import Stack
 from tests.helpers import wait_until
 

@@ -10,8 +10,8 @@ import uuid
 import pytest
 from confluent_kafka import Consumer
 
-from hookstream.kafka import Failed, Publisher, Record, ensure_topics, publish_until_acked
-from hookstream.topics import TopicSpec
+from hookstream.core.topics import TopicSpec
+from hookstream.io.kafka import Failed, Publisher, Record, ensure_topics, publish_until_acked
 from tests.conftest import Stack
 
 pytestmark = pytest.mark.integration

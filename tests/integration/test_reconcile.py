@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from hookstream.endpoints import type_matches
-from hookstream.reconcile import attempt_counts, receiver_gaps, reconcile
+from hookstream.ops.reconcile import attempt_counts, receiver_gaps, reconcile
 
 Conn = psycopg.Connection[Any]
 

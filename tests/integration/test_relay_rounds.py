@@ -16,11 +16,11 @@ from hookstream.relay.outbox_store import OutboxStore
 from hookstream.relay.service import Relay, RoundResult
 from prometheus_client import CollectorRegistry
 
-from hookstream.codec import EventEnvelope
-from hookstream.kafka import KafkaTransient, delete_topics, ensure_topics
+from hookstream.core.codec import EventEnvelope
+from hookstream.core.settings import RelaySettings
+from hookstream.core.topics import Topics, TopicSpec
+from hookstream.io.kafka import KafkaTransient, delete_topics, ensure_topics
 from hookstream.outbox import write_event
-from hookstream.settings import RelaySettings
-from hookstream.topics import Topics, TopicSpec
 from tests.conftest import Stack
 from tests.helpers import query, scalar, wait_until
 from tests.relay_fanout_support import metric, read_topic

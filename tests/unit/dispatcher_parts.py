@@ -16,7 +16,7 @@ from hookstream.dispatcher.offset_book import Item, OffsetBook
 from hookstream.dispatcher.store import EndpointRow
 from prometheus_client import CollectorRegistry
 
-from hookstream.codec import DeliveryTask, TaskKind
+from hookstream.core.codec import DeliveryTask, TaskKind
 from hookstream.policy.circuit import CircuitPolicy, CircuitState
 from hookstream.policy.classify import ErrorClass, classify
 from hookstream.policy.scheduler import FairScheduler, Limits

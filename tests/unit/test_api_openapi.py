@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 
 from hookstream.api.app import ROUTES, build_app, openapi_document
-from hookstream.settings import ApiSettings
+from hookstream.core.settings import ApiSettings
 
 
 def document() -> dict[str, Any]:

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hookstream.codec import CodecError, DeliveryTask, EventEnvelope, TaskKind
+from hookstream.core.codec import CodecError, DeliveryTask, EventEnvelope, TaskKind
 
 times = st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(2200, 1, 1),
                      timezones=st.just(UTC))

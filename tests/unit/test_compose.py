@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from hookstream.cli import main as cli_main
-from hookstream.settings import all_env_names
+from hookstream.core.settings import all_env_names
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hookstream.endpoint_series import EndpointTracker, Ranked
+from hookstream.core.endpoint_series import EndpointTracker, Ranked
 
 
 def ranked(*names: str, held: bool = False, age: float = 30.0) -> list[Ranked]:

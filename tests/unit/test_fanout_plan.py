@@ -9,8 +9,8 @@ from hookstream.fanout.plan import Audience, Slice, plan, ranges
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hookstream.codec import DeliveryTask, TaskKind
-from hookstream.fastcodec import encode_new_task
+from hookstream.core.codec import DeliveryTask, TaskKind
+from hookstream.core.fastcodec import encode_new_task
 
 
 def _ids(n: int) -> list[uuid.UUID]:

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hookstream.codec import CodecError, DeliveryTask, TaskKind
-from hookstream.fastcodec import decode_task
+from hookstream.core.codec import CodecError, DeliveryTask, TaskKind
+from hookstream.core.fastcodec import decode_task
 
 times = st.datetimes(min_value=datetime(1900, 1, 1), max_value=datetime(2200, 1, 1),
                      timezones=st.just(UTC))

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hookstream.harness import Pipeline, ServiceProcess
+from hookstream.dev.harness import Pipeline, ServiceProcess
 
 IGNORES_SIGTERM = ("import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
                    " print('ready', flush=True); time.sleep(60)")

@@ -18,10 +18,10 @@ from hookstream.dispatcher.endpoint_state import EndpointState, Eviction
 from hookstream.dispatcher.intake import REOPEN_SPREAD_S, Intake
 from hookstream.dispatcher.store import EndpointRow
 
-from hookstream.codec import DeliveryTask
-from hookstream.kafka import Record
+from hookstream.core.codec import DeliveryTask
+from hookstream.core.topics import Topics
+from hookstream.io.kafka import Record
 from hookstream.policy.circuit import CircuitState
-from hookstream.topics import Topics
 from tests.unit.dispatcher_parts import POLICY, TP, Parts, row, task
 
 HORIZON_S = 5.0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from hookstream.kafka import (
+from hookstream.io.kafka import (
     BrokerUnavailable,
     KafkaPermanent,
     KafkaTransient,

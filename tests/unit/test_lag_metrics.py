@@ -11,15 +11,15 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from hookstream.db_metrics import DeliveryStats, EndpointStats, KindStats, delivery_families
-from hookstream.lag import (
+from hookstream.ops.db_metrics import DeliveryStats, EndpointStats, KindStats, delivery_families
+from hookstream.ops.lag import (
     LagSnapshot,
     PartitionLag,
     interpolate_append_time,
     lag_families,
     lag_of,
 )
-from hookstream.sampling import BackgroundSampler, SampledCollector, SamplerHealth
+from hookstream.ops.sampling import BackgroundSampler, SampledCollector, SamplerHealth
 
 
 def _samples(registry: CollectorRegistry) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

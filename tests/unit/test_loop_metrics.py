@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
-from hookstream.loop_metrics import LoopCounter, LoopHistogram
+from hookstream.ops.loop_metrics import LoopCounter, LoopHistogram
 
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 

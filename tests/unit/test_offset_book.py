@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 from hookstream.dispatcher.offset_book import Item, OffsetBook
 
-from hookstream.codec import DeliveryTask, TaskKind
+from hookstream.core.codec import DeliveryTask, TaskKind
 
 TP0, TP1 = ("d", 0), ("d", 1)
 

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hookstream.offsets import PartitionOffsets
+from hookstream.core.offsets import PartitionOffsets
 
 
 def tracked(*offsets: int) -> PartitionOffsets:

@@ -14,8 +14,8 @@ from hookstream.dispatcher.decide import DeliveryVerdict, RowStatus
 from hookstream.dispatcher.outcomes import Finished, OutcomeWriter
 from hookstream.dispatcher.store import AttemptRecord, Claim
 
-from hookstream.kafka import Record
-from hookstream.topics import Topics
+from hookstream.core.topics import Topics
+from hookstream.io.kafka import Record
 from tests.unit.dispatcher_parts import Parts, row, task
 
 

@@ -1,4 +1,4 @@
-"""hookstream.pg: which driver errors are an outage (retried), which are bad data
+"""hookstream.io.pg: which driver errors are an outage (retried), which are bad data
 (isolated, never retried) and which are bugs (passed through, so the service stops)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import psycopg.errors
 import psycopg_pool
 import pytest
 
-from hookstream.pg import DatabaseUnavailable, DataRejected, translated, translated_sync
+from hookstream.io.pg import DatabaseUnavailable, DataRejected, translated, translated_sync
 
 
 @pytest.mark.parametrize("exc", [

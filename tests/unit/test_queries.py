@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from hookstream import queries
+from hookstream.io import queries
 
 
 def test_parse_named_blocks() -> None:

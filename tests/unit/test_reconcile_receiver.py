@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hookstream.reconcile import parse_time, receiver_gaps
+from hookstream.ops.reconcile import parse_time, receiver_gaps
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 

@@ -1,4 +1,4 @@
-"""The relay's hot-path encoder writes exactly what hookstream.codec writes."""
+"""The relay's hot-path encoder writes exactly what hookstream.core.codec writes."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from hookstream.relay.validate import (
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hookstream.codec import EventEnvelope
-from hookstream.fastcodec import encode_envelope, zigzag_varint
+from hookstream.core.codec import EventEnvelope
+from hookstream.core.fastcodec import encode_envelope, zigzag_varint
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 times = st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(2200, 1, 1),

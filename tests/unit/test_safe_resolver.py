@@ -8,7 +8,7 @@ import pytest
 from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from hookstream.safe_resolver import BlockedAddressError, SafeResolver
+from hookstream.io.safe_resolver import BlockedAddressError, SafeResolver
 
 
 def result(host: str, address: str, port: int = 443) -> ResolveResult:

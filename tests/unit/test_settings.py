@@ -16,8 +16,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from hookstream.cli import main as cli_main
-from hookstream.runner import run_service, tune_gc
-from hookstream.settings import (
+from hookstream.core.settings import (
     ALL_SETTINGS,
     LEASE_MARGIN_S,
     MAX_PORT,
@@ -34,6 +33,7 @@ from hookstream.settings import (
     from_env,
     known_env_names,
 )
+from hookstream.runner import run_service, tune_gc
 
 
 def test_defaults_without_environment() -> None:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hookstream.signing import (
+from hookstream.core.signing import (
     VerificationError,
     decode_secret,
     generate_secret,

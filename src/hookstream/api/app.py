@@ -31,12 +31,12 @@ from hookstream.api import validation as v
 from hookstream.api.errors import ApiError, invalid, unauthorized, unavailable
 from hookstream.api.operations import Operations
 from hookstream.api.tasks import TaskSink, now_utc, replay_tasks
+from hookstream.core.settings import ApiSettings
+from hookstream.core.topics import Topics
 from hookstream.endpoints import STATUSES
-from hookstream.kafka import BrokerUnavailable
-from hookstream.observability import at_zero
-from hookstream.pg import DatabaseUnavailable, DataRejected, translating
-from hookstream.settings import ApiSettings
-from hookstream.topics import Topics
+from hookstream.io.kafka import BrokerUnavailable
+from hookstream.io.pg import DatabaseUnavailable, DataRejected, translating
+from hookstream.ops.observability import at_zero
 
 log = logging.getLogger("hookstream.api")
 
@@ -544,7 +544,7 @@ async def errors_and_metrics(request: web.Request,
                              handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
                              ) -> web.StreamResponse:
     try:
-        with translating():  # driver errors arrive as hookstream.pg's
+        with translating():  # driver errors arrive as hookstream.io.pg's
             response = await handler(request)
     except ApiError as exc:
         response = json_response(exc.body(), exc.status)

@@ -24,9 +24,9 @@ from hookstream.api import rules, store, views
 from hookstream.api import validation as v
 from hookstream.api.errors import ApiError
 from hookstream.api.tasks import now_utc
+from hookstream.core.settings import ApiSettings, SettingsError, from_env
 from hookstream.endpoints import STATUSES
-from hookstream.pg import DatabaseUnavailable, DataRejected, translating
-from hookstream.settings import ApiSettings, SettingsError, from_env
+from hookstream.io.pg import DatabaseUnavailable, DataRejected, translating
 
 Action = Callable[[store.Conn, ApiSettings, argparse.Namespace], Awaitable[Any]]
 

@@ -24,7 +24,7 @@ from psycopg_pool import AsyncConnectionPool
 from hookstream.api import store
 from hookstream.api.tasks import TaskSink, now_utc, replay_tasks
 from hookstream.api.validation import REPLAYABLE
-from hookstream.kafka import Failed
+from hookstream.io.kafka import Failed
 
 log = logging.getLogger("hookstream.api.operations")
 MAX_FAILURES = 3

@@ -23,8 +23,8 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge
 
 from hookstream.api.app import build_app
+from hookstream.core.settings import ApiSettings
 from hookstream.runner import Service
-from hookstream.settings import ApiSettings
 
 log = logging.getLogger("hookstream.api")
 

@@ -13,12 +13,12 @@ from psycopg import AsyncConnection
 from psycopg.rows import DictRow
 from psycopg.types.json import Jsonb
 
-from hookstream import queries
 from hookstream.api import auth
 from hookstream.api.errors import conflict, invalid, not_found
 from hookstream.api.rules import revoke_refusal
 from hookstream.api.validation import DELIVERY_STATUSES, EndpointSpec, ReplayRange, nil_uuid
-from hookstream.signing import generate_secret
+from hookstream.core.signing import generate_secret
+from hookstream.io import queries
 
 Q = queries.load("api")
 Conn = AsyncConnection[DictRow]

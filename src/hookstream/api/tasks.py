@@ -16,9 +16,9 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from hookstream.codec import DeliveryTask, TaskKind
-from hookstream.kafka import Failed, Publisher, Record, publish_until_acked
-from hookstream.topics import Topics
+from hookstream.core.codec import DeliveryTask, TaskKind
+from hookstream.core.topics import Topics
+from hookstream.io.kafka import Failed, Publisher, Record, publish_until_acked
 
 log = logging.getLogger("hookstream.api.tasks")
 # A single replay answers within this even with Kafka away; its task is then the

@@ -1,7 +1,7 @@
 """SSRF rules: which endpoint URLs and which resolved addresses may be called.
 
 URL checks run at registration; address checks run again at connect time (see
-``hookstream.safe_resolver``) because a name can resolve differently later.
+``hookstream.io.safe_resolver``) because a name can resolve differently later.
 """
 
 from __future__ import annotations

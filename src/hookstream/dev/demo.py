@@ -15,14 +15,14 @@ from pathlib import Path
 
 import psycopg
 
-from hookstream import localstack
+from hookstream.core.topics import Topics
+from hookstream.dev import localstack
+from hookstream.dev.harness import Pipeline, pipeline_env
+from hookstream.dev.receiver import Receiver, ReceiverThread
 from hookstream.endpoints import create_endpoint
-from hookstream.harness import Pipeline, pipeline_env
-from hookstream.kafka import delete_topics, ensure_topics
-from hookstream.migrate import migrate
+from hookstream.io.kafka import delete_topics, ensure_topics
+from hookstream.ops.migrate import migrate
 from hookstream.outbox import write_event
-from hookstream.receiver import Receiver, ReceiverThread
-from hookstream.topics import Topics
 
 DEMO_DB = "hookstream_demo"
 PREFIX = "hookstream-demo"

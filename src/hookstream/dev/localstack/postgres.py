@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hookstream.localstack.paths import (
+from hookstream.dev.localstack.paths import (
     StackError,
     ensure_dir,
     env_port,
@@ -227,7 +227,7 @@ def _write_settings() -> None:
     sockets = str(sock) if len(f"{sock}/.s.PGSQL.{port()}") < 100 else ""
     _write_owned(
         data_dir() / "hookstream.conf",
-        "# Written by hookstream.localstack.postgres before every start; edits are lost.\n"
+        "# Written by hookstream.dev.localstack.postgres before every start; edits are lost.\n"
         "listen_addresses = '127.0.0.1'\n"
         f"port = {port()}\n"
         f"unix_socket_directories = '{sockets}'\n"

@@ -8,7 +8,7 @@ database, not the process: with several fanout replicas, query ``max without
 (instance)``.
 
 Cardinality is bounded by construction: fixed label values, and an ``endpoint`` label
-only on tracked endpoints (``hookstream.endpoint_series``): the worst ``top_n`` of the
+only on tracked endpoints (``hookstream.core.endpoint_series``): the worst ``top_n`` of the
 held and of the not-held pools by oldest pending age, kept (at 0 once healthy) for an
 hour after they left the list, at most ``2 × top_n`` per pool. The fleet-wide
 distribution (``hookstream_endpoints_overdue{over_seconds}``) covers every endpoint.
@@ -25,10 +25,10 @@ import psycopg
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from psycopg.rows import dict_row
 
-from hookstream import queries
-from hookstream.endpoint_series import EndpointTracker, Ranked
-from hookstream.pg import DatabaseUnavailable
-from hookstream.sampling import BackgroundSampler, SampledCollector
+from hookstream.core.endpoint_series import EndpointTracker, Ranked
+from hookstream.io import queries
+from hookstream.io.pg import DatabaseUnavailable
+from hookstream.ops.sampling import BackgroundSampler, SampledCollector
 
 # Due work older than these (s) counts an endpoint as behind; 10 s is the first-attempt SLO.
 OVERDUE_THRESHOLDS_S: tuple[float, ...] = (10.0, 60.0, 600.0, 3600.0)

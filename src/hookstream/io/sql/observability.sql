@@ -1,5 +1,5 @@
 -- Gauges derived from PostgreSQL, sampled by one service on a background thread
--- (src/hookstream/db_metrics.py). Each query returns a bounded number of rows whatever
+-- (src/hookstream/ops/db_metrics.py). Each query returns a bounded number of rows whatever
 -- the number of endpoints: fixed label sets, or the worst %(limit)s endpoints.
 -- They run together in one read-only transaction, so the numbers agree with each other.
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from aiohttp import web
 
-from hookstream.signing import VerificationError, verify
+from hookstream.core.signing import VerificationError, verify
 
 
 @dataclass

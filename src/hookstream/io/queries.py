@@ -26,4 +26,4 @@ def parse(text: str) -> dict[str, str]:
 
 @cache
 def load(concern: str) -> dict[str, str]:
-    return parse((resources.files("hookstream") / "sql" / f"{concern}.sql").read_text("utf-8"))
+    return parse((resources.files("hookstream.io") / "sql" / f"{concern}.sql").read_text("utf-8"))

@@ -69,7 +69,7 @@ def logs_dir() -> Path:
 
 
 def package_file(name: str) -> Path:
-    """A data file shipped in the ``hookstream.localstack`` package folder."""
+    """A data file shipped in the ``hookstream.dev.localstack`` package folder."""
     path = PACKAGE_DIR / name
     if not path.is_file():
         raise StackError(f"package data file missing: {path}")

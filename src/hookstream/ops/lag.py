@@ -55,8 +55,8 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
-from hookstream.kafka import BrokerUnavailable
-from hookstream.sampling import BackgroundSampler, SampledCollector
+from hookstream.io.kafka import BrokerUnavailable
+from hookstream.ops.sampling import BackgroundSampler, SampledCollector
 
 TP = tuple[str, int]
 HISTORY_POINTS = 360  # (high watermark, time) pairs kept per partition for interpolation

@@ -14,7 +14,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from hookstream.topics import TopicSpec
+from hookstream.core.topics import TopicSpec
 
 log = logging.getLogger(__name__)
 

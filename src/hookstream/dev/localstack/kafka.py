@@ -27,7 +27,7 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from hookstream.localstack.paths import (
+from hookstream.dev.localstack.paths import (
     StackError,
     ensure_dir,
     env_port,
@@ -73,7 +73,7 @@ TOOL_JVM_FLAGS = ("-Xmx512m", "-Djava.awt.headless=true")
 
 MVN_COMMAND = ("mvn", "-B", "-q", "-f", "stack/pom.xml", "dependency:copy-dependencies")
 
-_rdkafka_log = logging.getLogger("hookstream.localstack.rdkafka")
+_rdkafka_log = logging.getLogger("hookstream.dev.localstack.rdkafka")
 
 
 # --------------------------------------------------------------------------- settings
@@ -165,7 +165,7 @@ def ensure_jars() -> Path:
         if _running_pid() is not None:
             raise StackError(
                 f"stack/pom.xml changed since {libs} was resolved, but the local Kafka is "
-                "still running from those jars; run `python -m hookstream.localstack down "
+                "still running from those jars; run `python -m hookstream.dev.localstack down "
                 "--only kafka` first"
             )
         print(f"localstack: stack/pom.xml changed, resolving the Kafka jars again into {libs}")

@@ -36,7 +36,7 @@ import orjson
 import psycopg
 from psycopg.rows import dict_row
 
-from hookstream import queries
+from hookstream.io import queries
 
 DEFAULT_GRACE_S = 300.0
 # As long as the sweeper's default bound: past it, an overdue delivery is a gap.
@@ -212,7 +212,7 @@ def register(sub: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from hookstream.settings import CommonSettings, SettingsError, from_env
+    from hookstream.core.settings import CommonSettings, SettingsError, from_env
 
     try:
         settings = from_env(CommonSettings)

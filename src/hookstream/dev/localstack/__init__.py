@@ -2,15 +2,15 @@
 
 Command line::
 
-    python -m hookstream.localstack up [--only kafka|postgres]
-    python -m hookstream.localstack down [--only kafka|postgres]
-    python -m hookstream.localstack status [--json]
-    python -m hookstream.localstack env        # export HOOKSTREAM_... lines
+    python -m hookstream.dev.localstack up [--only kafka|postgres]
+    python -m hookstream.dev.localstack down [--only kafka|postgres]
+    python -m hookstream.dev.localstack status [--json]
+    python -m hookstream.dev.localstack env        # export HOOKSTREAM_... lines
 
 From Python (the integration tests restart servers mid-test with these; a restart
 keeps all data: same Kafka cluster id and log dirs, same PostgreSQL data dir)::
 
-    from hookstream import localstack
+    from hookstream.dev import localstack
     localstack.up()            # both, waits until healthy; no-op for what already runs
     localstack.kafka_stop(); localstack.kafka_start()
     localstack.pg_stop(); localstack.pg_start()
@@ -25,8 +25,8 @@ import sys
 import time
 from typing import Any
 
-from hookstream.localstack import kafka, postgres
-from hookstream.localstack.paths import StackError, logs_dir, stack_dir, stack_lock
+from hookstream.dev.localstack import kafka, postgres
+from hookstream.dev.localstack.paths import StackError, logs_dir, stack_dir, stack_lock
 
 __all__ = [
     "COMPONENTS",
@@ -154,7 +154,7 @@ def _describe(name: str, info: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m hookstream.localstack",
+        prog="python -m hookstream.dev.localstack",
         description="Local Kafka + PostgreSQL for hookstream, on loopback, without Docker.",
     )
     sub = parser.add_subparsers(dest="command", required=True)

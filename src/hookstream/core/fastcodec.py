@@ -1,11 +1,11 @@
 """Hot-path Avro encoders for the two record types: pure, no I/O.
 
-They write exactly the bytes ``hookstream.codec`` (fastavro) writes — property tests
+They write exactly the bytes ``hookstream.core.codec`` (fastavro) writes — property tests
 compare them on generated values — from what PostgreSQL already hands over in wire-ready
 form (ids as text, times as epoch microseconds), so a record costs no dataclass, UUID or
 datetime objects and no schema walk. The profile justified them: fastavro's encoding was
 40 % of the relay's CPU and most of the fanout's Python time per task (BENCHMARKS.md).
-``hookstream.codec`` stays the reference and is used everywhere else.
+``hookstream.core.codec`` stays the reference and is used everywhere else.
 
 Avro reminders: int/long are zigzag varints; string/bytes are a length (long) then the
 bytes; a ``["null", X]`` union is the branch index then the value; an enum is its
@@ -18,9 +18,9 @@ import re
 from datetime import UTC, datetime, timedelta
 from uuid import UUID, SafeUUID
 
-from hookstream.codec import DeliveryTask, TaskKind
+from hookstream.core.codec import DeliveryTask, TaskKind
 
-# magic byte 0, schema version 1 (see hookstream.codec)
+# magic byte 0, schema version 1 (see hookstream.core.codec)
 HEADER = bytes((0, 1))
 _SMALL = [bytes((((n << 1) ^ (n >> 63)) & 0xFF,)) for n in range(64)]  # zigzag(0..63) < 128
 _NULL = b"\x00"

@@ -36,7 +36,7 @@ LEASE_MARGIN_S = 10.0
 # these too; tests/unit/test_settings.py greps the tree so that a newly read variable
 # missing here fails the tests instead of being refused at start-up.
 OTHER_ENV_NAMES: frozenset[str] = frozenset({
-    "HOOKSTREAM_REPO_ROOT",  # hookstream.localstack.paths: the repository root
+    "HOOKSTREAM_REPO_ROOT",  # hookstream.dev.localstack.paths: the repository root
     "HOOKSTREAM_STACK_DIR",  # localstack.paths, demo, benchmarks: the local stack's folder
     "HOOKSTREAM_STACK_KAFKA_PORT",  # localstack.kafka: the broker's port
     "HOOKSTREAM_STACK_KAFKA_CONTROLLER_PORT",  # localstack.kafka: the controller's port
@@ -189,7 +189,7 @@ class CommonSettings:
     topic_prefix: str = env_field(
         "TOPIC_PREFIX", "hookstream", doc="prefix of every topic (tests isolate with it)"
     )
-    # Every service exports every group's lag (hookstream.lag), so all of them read the
+    # Every service exports every group's lag (hookstream.ops.lag), so all of them read the
     # group ids: lag stays visible while the group's own consumer is down.
     fanout_group_id: str = env_field("FANOUT_GROUP_ID", "hookstream-fanout",
                                      doc="consumer group of the fanout")
@@ -199,7 +199,7 @@ class CommonSettings:
     http_host: str = env_field("HTTP_HOST", "127.0.0.1", doc="address of /metrics and /healthz")
     log_level: str = env_field("LOG_LEVEL", "INFO")
     log_format: str = env_field("LOG_FORMAT", "json", doc="json or text")
-    # Observability (hookstream.lag, hookstream.db_metrics): sampled in the background,
+    # Observability (hookstream.ops.lag, hookstream.ops.db_metrics): sampled in the background,
     # a scrape only reads the last sample.
     lag_sample_interval_s: float = env_field(
         "LAG_SAMPLE_INTERVAL_S", 5.0, pos_float, "how often consumer lag is read from Kafka")
