@@ -19,9 +19,10 @@ import time
 import psycopg
 import pytest
 
-from hookstream.dev import localstack, queries
+from hookstream.dev import localstack
 from hookstream.dev.harness import ServiceProcess
 from hookstream.dev.receiver import Behaviour, Receiver
+from hookstream.io import queries
 from hookstream.outbox import write_event
 from tests.e2e.conftest import StartPipeline, add_endpoint
 from tests.helpers import scalar, wait_until
