@@ -12,8 +12,12 @@ about rebalances and carries its commits out:
   of the redelivered task is stale;
 * lost: someone else may own them already, nothing is committed.
 
-A consumer that failed for good (``KafkaPermanent``) is replaced by ``rebuild``: the new
-one resumes from the committed offsets; what the old one held in memory is redelivered.
+A consumer that failed for good (``KafkaPermanent``), or that stays outside its group
+while the coordinator answers (``hookstream.policy.membership``), is replaced by
+``rebuild``: the new one resumes from the committed offsets; what the old one held in
+memory is redelivered. Under back-pressure it is still polled, with its partitions
+paused: a member that stops polling holds up every rebalance of the group and, past
+``max.poll.interval.ms``, is dropped from it.
 """
 
 from __future__ import annotations
@@ -31,9 +35,12 @@ from hookstream.io.kafka import (
     KafkaPermanent,
     KafkaTransient,
     consumer_config,
+    stuck_error,
     translated,
+    watching,
     without_errors,
 )
+from hookstream.policy.membership import MembershipWatch
 
 log = logging.getLogger("hookstream.dispatcher")
 T = TypeVar("T")
@@ -53,6 +60,8 @@ class DeliveryConsumer:
         self._book, self._fail = book, fail
         self._kafka = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka")
         self._consumer: Consumer | None = None
+        self.watch = MembershipWatch()
+        self._held = False
 
     # -- from the event loop: each call runs on the Kafka thread ---------------------------
     async def _k(self, fn: Callable[..., T], *args: Any) -> T:
@@ -61,10 +70,13 @@ class DeliveryConsumer:
     async def subscribe(self) -> None:
         await self._k(self._subscribe)
 
-    async def consume(self) -> list[Message]:
+    async def consume(self, hold: bool = False) -> list[Message]:
         """Records only; an error event is reported (transient) or raised (the consumer
-        failed for good: KafkaPermanent). Raises KafkaTransient when the call failed."""
-        return await self._k(self._consume)
+        failed for good, or is stuck outside its group: KafkaPermanent). Raises
+        KafkaTransient when the call failed. ``hold``: back-pressure — every partition
+        is paused, but the consumer is still polled, so rebalances are served and the
+        member stays in its group however long the scheduler needs to drain."""
+        return await self._k(self._consume, hold)
 
     async def rebuild(self, reason: str | None) -> None:
         await self._k(self._rebuild, reason)
@@ -92,23 +104,37 @@ class DeliveryConsumer:
 
     # -- on the Kafka thread ----------------------------------------------------------------
     def _subscribe(self) -> None:
-        consumer = Consumer(consumer_config(
+        self.watch.reset()
+        self._held = False
+        consumer = Consumer(watching(consumer_config(
             self._bootstrap, self._group_id, "hookstream-dispatcher",
-            **{"fetch.wait.max.ms": 50}))
+            **{"fetch.wait.max.ms": 50}), self.watch))
         with translated("subscribe"):
             consumer.subscribe([self._topic], on_assign=self._on_assign,
                                on_revoke=self._on_revoke, on_lost=self._on_lost)
         self._consumer = consumer
 
-    def _consume(self) -> list[Message]:
-        assert self._consumer is not None
+    def _consume(self, hold: bool) -> list[Message]:
+        consumer = self._consumer
+        assert consumer is not None
+        if hold or self._held:
+            # Each time while held: partitions assigned meanwhile are paused too.
+            with translated("pause" if hold else "resume"):
+                assigned = consumer.assignment()
+                if hold:
+                    consumer.pause(assigned)
+                else:
+                    consumer.resume(assigned)
+            self._held = hold
         with translated("consume"):
-            messages = self._consumer.consume(CONSUME_MAX, CONSUME_WAIT_S)
+            messages = consumer.consume(CONSUME_MAX, CONSUME_WAIT_S)
         good, error = without_errors(messages)
         if isinstance(error, KafkaPermanent):
             raise error
         if error is not None:
             self._fail("kafka", error)
+        if self.watch.stuck:
+            raise stuck_error(self.watch)  # the service rebuilds it
         return good
 
     def _rebuild(self, reason: str | None) -> None:

@@ -61,6 +61,9 @@ class EndpointState:
     # every deferred task is due after the ones deferred before it and a task coming back
     # is not deferred again behind newer ones (the loop without progress of issue #12).
     defer_cursor: float = 0.0
+    # The drain rate that schedule was planned at (0: none planned by this process), so a
+    # faster endpoint's parked backlog is pulled forward (backlog.catch_up).
+    planned_rate: float = 0.0
     latency_s: float = 0.0  # moving average of its attempts: it drains at cap ÷ latency
     deferred: int = 0  # since the last refresh, for the no-progress check
     served: int = 0

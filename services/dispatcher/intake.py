@@ -170,7 +170,7 @@ class Intake:
         due when its bucket would reach it: memory stays flat whatever the backlog."""
         row = ep.row
         rate = backlog.drain_rate(row.rate_per_s, row.max_in_flight, ep.latency_s)
-        keep = backlog.kept(row.max_in_flight, rate, self._horizon_s)
+        keep = backlog.kept(row.max_in_flight, rate, self._horizon_s, ep.latency_s)
         # The youngest go: a delivery handed back from parking is older than the ones
         # that arrived meanwhile, and keeps its place.
         excess = self._sched.pop_excess(row.id, keep, age=_age)
@@ -178,16 +178,32 @@ class Intake:
             return []
         plan = backlog.schedule(len(excess), kept=keep, rate_per_s=rate, now_s=now,
                                 cursor_s=ep.defer_cursor)
-        ep.defer_cursor = plan.cursor_s
+        ep.defer_cursor, ep.planned_rate = plan.cursor_s, rate
         ep.deferred += len(excess)
         return [(item, due, "backlog") for item, due in zip(excess, plan.due_s, strict=True)]
 
     # -- after an attempt ----------------------------------------------------------------
     def trim(self, ep: EndpointState, now: float) -> None:
         """What it was given before its latency was known (or before it slowed down)
-        leaves memory now, not when its next task happens to arrive."""
+        leaves memory now, not when its next task happens to arrive; and if it sped up,
+        what it parked comes back at its new pace."""
         if self._sched.queued_for(ep.row.id) > ep.row.max_in_flight:
             self.spawn_defer(self.overflow(ep, now))
+        self._catch_up(ep, now)
+
+    def _catch_up(self, ep: EndpointState, now: float) -> None:
+        row = ep.row
+        rate = backlog.drain_rate(row.rate_per_s, row.max_in_flight, ep.latency_s)
+        factor = backlog.catch_up(ep.planned_rate, rate, ep.defer_cursor, now)
+        if factor is None:
+            return
+        # The rows move first in memory too: new deferrals queue behind the compressed
+        # schedule, not behind the old one. Whatever this process did not park (an earlier
+        # incarnation's rows) moves with them: the query is per endpoint, not per process.
+        ep.defer_cursor = backlog.compressed(ep.defer_cursor, now, factor)
+        ep.planned_rate = rate
+        self._metrics.caught_up.inc()
+        self._spawn(self._db(self._store.pull_forward, row.id, now, factor))
 
     def evict(self, eviction: Eviction) -> None:
         """Queued tasks of an endpoint its circuit just paused (deferred until the pause

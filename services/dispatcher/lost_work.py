@@ -48,7 +48,10 @@ def requeued(topic: str, rows: Sequence[Mapping[str, Any]], now: datetime, *,
             delivery_id=r["delivery_id"], event_id=r["event_id"], endpoint_id=r["endpoint_id"],
             tenant=r["tenant"], kind=kind, due_at=now, committed_at=committed_at,
             lease_version=r["lease_version"])
-        records.append(Record(topic, task.key, task.encode()))
+        # Provenance for whoever reads the topic (an operator, the fault tests): a task
+        # the reaper or the sweeper re-queued is not one a decision of the pipeline made.
+        records.append(Record(topic, task.key, task.encode(), headers=[
+            ("hookstream-origin", b"sweeper" if swept else b"reaper")]))
     return records
 
 

@@ -59,8 +59,14 @@ class DispatcherMetrics:
             " the endpoint is active again)",
             ["reason"], registry=registry)
         self.deferred = Counter(
-            "hookstream_dispatcher_deferred_total", "Tasks sent to a delay tier instead of held",
+            "hookstream_dispatcher_deferred_total",
+            "Tasks deferred instead of held: to a delay tier (not_due) or parked in"
+            " PostgreSQL (backlog, circuit)",
             ["reason"], registry=registry)
+        self.caught_up = Counter(
+            "hookstream_dispatcher_backlog_caught_up_total",
+            "Times an endpoint that sped up had its parked backlog pulled forward to its"
+            " new pace", registry=registry)
         self.throttled = Counter(
             "hookstream_dispatcher_throttled_total",
             "429/503 answers that lowered an endpoint's rate", registry=registry)

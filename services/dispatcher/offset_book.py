@@ -61,6 +61,11 @@ class OffsetBook:
                 self._trackers.pop(tp, None)
                 self._committed.pop(tp, None)
 
+    def owned(self) -> frozenset[TP]:
+        """The partitions assigned to this member now."""
+        with self._lock:
+            return frozenset(self._trackers)
+
     # -- tracking ----------------------------------------------------------------------
     def track_all(self, positions: Iterable[TP | None], offsets: Iterable[int]
                   ) -> list[PartitionOffsets | None]:

@@ -235,16 +235,18 @@ class Dispatcher:
     async def _poll_loop(self) -> None:
         max_queued, room = self.settings.max_queued, self.pump.room
         while not self.stop.is_set():
-            if self.sched.queued >= max_queued:
-                # Back-pressure: read nothing more until the scheduler drains.
+            held = self.sched.queued >= max_queued
+            if held:
+                # Back-pressure: no more records until the scheduler drains, but the
+                # consumer is still polled (paused), so the group's rebalances go on.
                 room.clear()
                 try:
                     await asyncio.wait_for(room.wait(), timeout=0.5)
                 except TimeoutError:
                     pass
-                continue
+                held = self.sched.queued >= max_queued
             try:
-                messages = await self.consumer.consume()
+                messages = await self.consumer.consume(held)
             except KafkaPermanent as exc:
                 # This consumer cannot go on (a fatal error): a new one resumes from the
                 # committed offsets; what this one held in memory is redelivered.

@@ -208,6 +208,16 @@ class Store:
         await self._write_due(SWEEP["park"], tasks)
 
     @translated
+    async def pull_forward(self, endpoint_id: uuid.UUID, now_s: float, factor: float) -> int:
+        """An endpoint's parked schedule compressed toward now (backlog.compressed, in
+        SQL): its backlog comes back at its new pace. Returns the rows moved."""
+        conn: AsyncConnection[Any]
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(SWEEP["pull_forward"], {
+                "endpoint": endpoint_id, "now": now_s, "factor": factor})
+            return cur.rowcount
+
+    @translated
     async def postpone(self, tasks: list[DeliveryTask]) -> None:
         """Deferred tasks' due times written to their rows (the sweeper's reference)."""
         await self._write_due(SWEEP["postpone"], tasks)

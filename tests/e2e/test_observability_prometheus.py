@@ -10,13 +10,9 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
-import urllib.parse
-import urllib.request
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -24,7 +20,7 @@ import pytest
 import yaml
 
 from hookstream.core.topics import Topics
-from hookstream.dev.harness import Pipeline, free_port, pipeline_env
+from hookstream.dev.harness import Pipeline, pipeline_env
 from hookstream.dev.localstack.kafka import CONSUMER_GROUP_COMMAND, run_tool
 from hookstream.dev.receiver import Behaviour, Receiver, ReceiverThread
 from hookstream.endpoints import create_endpoint
@@ -32,58 +28,12 @@ from hookstream.io.kafka import delete_topics, ensure_topics
 from hookstream.outbox import write_event
 from tests.conftest import Stack
 from tests.helpers import stop_cleanly, wait_until
+from tests.prometheus_support import DEPLOY, RULES, PrometheusServer, scrape_pipeline
 
-ROOT = Path(__file__).resolve().parents[2]
-DEPLOY = ROOT / "deploy"
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "hookstream.json"
-RULES = DEPLOY / "prometheus" / "alerts.yml"
 # Grafana's macros, replaced by what Grafana would send for a short range at 1 s scrapes
 GRAFANA_MACROS = {"$__rate_interval": "30s", "$__interval": "5s", "$__range": "5m"}
 STUCK_AGE_S = 120  # the lost-task delivery is this old when the test starts
-
-
-class PrometheusServer:
-    def __init__(self, config: Path, data: Path, log: Path) -> None:
-        binary = shutil.which("prometheus")
-        if binary is None:
-            pytest.fail("prometheus is not installed (scripts/bootstrap.sh installs Debian's)")
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        with log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [binary, f"--config.file={config}", f"--storage.tsdb.path={data}",
-                 f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn"],
-                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        self.log = log
-        wait_until(self._ready, 30, 0.2, message=f"prometheus ready ({log})")
-
-    def _ready(self) -> bool:
-        if self.proc.poll() is not None:
-            raise RuntimeError(f"prometheus exited:\n{self.log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(self.url + "/-/ready", timeout=1) as resp:
-                return resp.status == 200
-        except OSError:
-            return False
-
-    def api(self, path: str, **params: str) -> Any:
-        query = urllib.parse.urlencode(params)
-        with urllib.request.urlopen(f"{self.url}/api/v1/{path}?{query}", timeout=10) as resp:
-            body = json.load(resp)
-        assert body["status"] == "success", body
-        return body["data"]
-
-    def query(self, expr: str) -> list[dict[str, Any]]:
-        data = self.api("query", query=expr)
-        return data["result"] if data["resultType"] == "vector" else [data["result"]]
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 # "... or vector(0)" always returns data: evaluated with the fallback, a panel over a
@@ -158,18 +108,7 @@ def env(stack: Stack, template_db: str, tmp_path_factory: pytest.TempPathFactory
         wait_until(lambda: len(receiver.delivered_ids("ok")) >= 20, 60,
                    message="deliveries to the healthy endpoint")
 
-        config = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
-        config["global"].update(scrape_interval="1s", scrape_timeout="1s",
-                                evaluation_interval="1s")
-        config["rule_files"] = [str(RULES)]
-        for job in config["scrape_configs"]:
-            service = job["job_name"].removeprefix("hookstream-")
-            job["static_configs"] = [{"targets": [f"127.0.0.1:{pipeline[service].http_port}"]}]
-        (work / "prometheus.yml").write_text(yaml.safe_dump(config))
-        prometheus = PrometheusServer(work / "prometheus.yml", work / "tsdb",
-                                      work / "prometheus.log")
-        wait_until(lambda: len(prometheus.query('up{job=~"hookstream-.*"} == 1')) == 3, 30,
-                   message="three targets up")
+        prometheus = scrape_pipeline(pipeline, work)
         yield {"prometheus": prometheus, "pipeline": pipeline, "topics": topics,
                "db_url": db_url, "endpoints": endpoints, "stack": stack}
     finally:

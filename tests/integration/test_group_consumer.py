@@ -12,10 +12,12 @@ import pytest
 from hookstream.core.topics import TopicSpec
 from hookstream.io.kafka import (
     GroupConsumer,
+    KafkaPermanent,
     KafkaTransient,
     consumer_config,
     ensure_topics,
 )
+from hookstream.policy.membership import MembershipWatch
 from tests.conftest import Stack
 from tests.relay_fanout_support import produce
 
@@ -92,5 +94,41 @@ def test_an_error_event_is_raised_as_the_projects_own(stack: Stack) -> None:
             deadline = time.monotonic() + 15
             while time.monotonic() < deadline:
                 consumer.consume(10, 0.5)
+    finally:
+        consumer.close()
+
+
+def test_a_member_is_seen_in_librdkafkas_statistics(stack: Stack, topic: str) -> None:
+    consumer = _consumer(stack, f"g-{uuid.uuid4().hex}", topic)
+    try:
+        assert _offsets(consumer, 10) == list(range(10))
+        deadline = time.monotonic() + 15  # the statistics come every 5 s
+        while not consumer.watch.member and time.monotonic() < deadline:
+            consumer.consume(1, 0.5)
+        assert consumer.watch.member and not consumer.watch.stuck
+    finally:
+        consumer.close()
+
+
+def test_a_consumer_the_coordinator_keeps_out_of_the_group_is_rebuilt(stack: Stack,
+                                                                       topic: str) -> None:
+    # A session timeout below the broker's minimum (6 s): every JoinGroup is refused while
+    # the coordinator answers — a member outside its group for good, for real. consume()
+    # says so (KafkaPermanent, so the service's recover() rebuilds it) once the bound
+    # passed, instead of reporting transient errors forever.
+    config = {**consumer_config(stack.bootstrap, f"g-{uuid.uuid4().hex}", "test"),
+              "session.timeout.ms": 1000, "heartbeat.interval.ms": 300}
+    consumer = GroupConsumer(config, [topic], watch=MembershipWatch(stuck_after_s=5))
+    started = time.monotonic()
+    try:
+        with pytest.raises(KafkaPermanent, match="not a member of its consumer group"):
+            while time.monotonic() - started < 30:
+                try:
+                    consumer.consume(10, 0.5)
+                except KafkaTransient as exc:
+                    assert "INVALID_SESSION_TIMEOUT" in str(exc)
+        assert time.monotonic() - started >= 5
+        consumer.recover(KafkaPermanent("stuck"))
+        assert consumer.rebuilt == 1 and not consumer.watch.stuck
     finally:
         consumer.close()

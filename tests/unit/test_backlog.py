@@ -8,8 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hookstream.policy.backlog import (
+    CATCH_UP_RATIO,
     MIN_RATE_PER_S,
     MIN_SLOW_RATE_PER_S,
+    catch_up,
+    compressed,
     drain_rate,
     kept,
     schedule,
@@ -30,14 +33,17 @@ def test_drain_rate(rate: float, cap: int, latency: float, expected: float) -> N
     assert drain_rate(rate, cap, latency) == pytest.approx(expected)
 
 
-@pytest.mark.parametrize(("cap", "rate", "horizon", "expected"), [
-    (4, 50.0, 5.0, 250),  # what it drains in the horizon
-    (4, 0.1, 5.0, 4),  # never less than its cap: it never idles for want of work
-    (10, 1.9, 5.0, 10),
-    (1, 3.3, 5.0, 16),  # whole tasks, rounded down
+@pytest.mark.parametrize(("cap", "rate", "horizon", "latency", "expected"), [
+    (4, 50.0, 5.0, 0.0, 250),  # what it drains in the horizon
+    (4, 50.0, 5.0, 0.02, 249),  # ... less one latency: the oldest waits the horizon at most
+    (4, 0.1, 5.0, 0.0, 4),  # never less than its cap: it never idles for want of work
+    (10, 1.9, 5.0, 0.0, 10),
+    (1, 3.3, 5.0, 0.0, 16),  # whole tasks, rounded down
+    (2, 2 / 3, 5.0, 3.0, 2),  # seed 000's slow endpoint: its cap, not 3 (~6 s pinned, not 7.5)
+    (4, 0.8, 5.0, 5.0, 4),  # as slow as the request timeout allows: its cap
 ])
-def test_kept(cap: int, rate: float, horizon: float, expected: int) -> None:
-    assert kept(cap, rate, horizon) == expected
+def test_kept(cap: int, rate: float, horizon: float, latency: float, expected: int) -> None:
+    assert kept(cap, rate, horizon, latency) == expected
 
 
 def test_the_schedule_starts_after_the_kept_tasks_and_spaces_at_the_drain_rate() -> None:
@@ -87,9 +93,11 @@ def test_the_drain_rate_is_positive_and_never_above_what_the_endpoint_allows(
 def test_memory_keeps_the_cap_and_at_most_the_horizon_beyond_it(
         rate: float, cap: int, latency: float, horizon: float) -> None:
     r = drain_rate(rate, cap, latency)
-    k = kept(cap, r, horizon)
+    k = kept(cap, r, horizon, latency)
     assert k >= cap
-    assert k == cap or k <= r * horizon
+    # Beyond the cap, the last one kept starts within the horizon less its own attempt:
+    # what pins the commit point ends within the horizon.
+    assert k == cap or k / r + latency <= horizon + 1e-9
 
 
 @settings(max_examples=300, deadline=None)
@@ -126,3 +134,36 @@ def test_the_smoothed_latency_stays_within_the_samples(samples: list[float]) -> 
     for s in samples:
         latency = smoothed_latency(latency, s)
     assert min(samples) - 1e-9 <= latency <= max(samples) + 1e-9
+
+
+# -- catching up: a parked schedule compressed when the endpoint speeds up ----------------
+def test_catch_up_only_when_something_is_planned_ahead_and_the_pace_at_least_doubled() -> None:
+    assert catch_up(0.0, 100.0, 200.0, 100.0) is None  # nothing planned by this process
+    assert catch_up(1.0, 100.0, 100.0, 100.0) is None  # the schedule is used up
+    assert catch_up(1.0, 1.9, 200.0, 100.0) is None  # not enough faster
+    assert catch_up(1.0, 2.0, 200.0, 100.0) == 0.5
+    assert catch_up(2.0, 1.0, 200.0, 100.0) is None  # slower: rows come back, re-parked
+
+
+@given(planned=st.floats(0.01, 1000), rate=st.floats(0.01, 1000),
+       now=st.floats(0, 1e9), ahead=st.floats(0.001, 1e6))
+def test_a_catch_up_brings_the_schedule_forward_to_the_new_pace(
+        planned: float, rate: float, now: float, ahead: float) -> None:
+    factor = catch_up(planned, rate, now + ahead, now)
+    if factor is None:
+        assert rate < CATCH_UP_RATIO * planned
+        return
+    assert 0 < factor <= 1 / CATCH_UP_RATIO
+    # Slots spaced at the planned pace end up spaced at the new one, in the same order,
+    # none before now.
+    slots = [now + ahead * k / 10 for k in range(11)]
+    moved = [compressed(s, now, factor) for s in slots]
+    assert moved == sorted(moved) and moved[0] == now
+    for a, b, x, y in zip(slots, slots[1:], moved, moved[1:], strict=False):
+        assert y - x == pytest.approx((b - a) * planned / rate, rel=1e-6, abs=1e-6)
+
+
+@given(due=st.floats(0, 1e9), now=st.floats(0, 1e9), factor=st.floats(0.001, 1))
+def test_a_slot_already_due_is_never_moved(due: float, now: float, factor: float) -> None:
+    moved = compressed(due, now, factor)
+    assert moved == due if due <= now else now <= moved <= due

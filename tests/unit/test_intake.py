@@ -5,6 +5,7 @@ the scheduler, the book and the endpoint table are the real (pure) ones."""
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import time
 import uuid
@@ -33,6 +34,7 @@ class FakeStore:
         self.rows = {r.id: r for r in rows}
         self.postponed: list[DeliveryTask] = []
         self.parked: list[DeliveryTask] = []
+        self.pulled: list[tuple[uuid.UUID, float, float]] = []
 
     async def load_endpoints(self, ids: list[uuid.UUID]) -> list[EndpointRow]:
         return [self.rows[i] for i in ids if i in self.rows]
@@ -42,6 +44,10 @@ class FakeStore:
 
     async def park(self, tasks: list[DeliveryTask]) -> None:
         self.parked.extend(tasks)
+
+    async def pull_forward(self, endpoint_id: uuid.UUID, now_s: float, factor: float) -> int:
+        self.pulled.append((endpoint_id, now_s, factor))
+        return 0
 
 
 class FakeBroker:
@@ -247,11 +253,60 @@ async def test_once_its_latency_is_known_a_slow_endpoint_keeps_only_what_it_drai
     rig = Rig(r)
     await rig.ingest([task(r.id) for _ in range(60)])
     assert rig.sched.queued_for(r.id) == 60  # 100/s for 5 s: all of them, for now
-    ep = rig.table.observed(r.id, 1000.0)  # 2 in flight at 1 s: 2/s, 10 in the horizon
+    # 2 in flight at 1 s: 2/s; 8 kept, what it drains in the horizon less one latency
+    ep = rig.table.observed(r.id, 1000.0)
     assert ep is not None
     rig.intake.trim(ep, datetime.now(UTC).timestamp())
     await rig.background_done()
-    assert rig.sched.queued_for(r.id) == 10 and len(rig.store.parked) == 50
+    assert rig.sched.queued_for(r.id) == 8 and len(rig.store.parked) == 52
+
+
+async def test_a_slow_endpoint_that_speeds_up_gets_its_parked_backlog_at_its_new_pace(
+        ) -> None:
+    # Slow (2 in flight at 1 s: 2/s), 60 tasks: 8 kept, 52 parked over 26 s of slots.
+    # Then its answers take 10 ms: 100/s (its configured rate). The parked rows move
+    # toward now by 2/100, in PostgreSQL and in the cursor new deferrals queue behind.
+    r = row(rate=100.0, cap=2)
+    rig = Rig(r)
+    await rig.ingest([task(r.id) for _ in range(60)])
+    ep = rig.table.observed(r.id, 1000.0)
+    assert ep is not None
+    now = datetime.now(UTC).timestamp()
+    rig.intake.trim(ep, now)
+    await rig.background_done()
+    assert len(rig.store.parked) == 52 and ep.planned_rate == 2.0
+    cursor = ep.defer_cursor
+    assert cursor >= now + 25
+    for _ in range(3):  # one 10 ms answer is not enough to double the average's pace
+        rig.table.observed(r.id, 10.0)
+        rig.intake.trim(ep, now)
+    assert rig.store.pulled == []
+    for _ in range(30):
+        rig.table.observed(r.id, 10.0)
+        rig.intake.trim(ep, now)
+    await rig.background_done()
+    # Once each time the pace doubled (the latency average decays toward 10 ms): a few
+    # rewrites of the rows, never one per answer.
+    pulled = rig.store.pulled
+    assert 1 <= len(pulled) <= 6
+    assert all(e == r.id and at == now and f <= 0.5 for e, at, f in pulled)
+    total = math.prod(f for _, _, f in pulled)
+    assert total == pytest.approx(2.0 / ep.planned_rate)
+    assert ep.planned_rate >= 50  # near its configured 100/s
+    assert ep.defer_cursor == pytest.approx(now + (cursor - now) * total)
+    assert rig.sample("hookstream_dispatcher_backlog_caught_up_total") == len(pulled)
+
+
+async def test_an_endpoint_with_nothing_parked_pulls_nothing_forward() -> None:
+    r = row(rate=100.0, cap=2)
+    rig = Rig(r)
+    await rig.ingest([task(r.id) for _ in range(5)])
+    ep = rig.state(r.id)
+    for latency_ms in (1000.0, 10.0, 10.0, 10.0):
+        rig.table.observed(r.id, latency_ms)
+        rig.intake.trim(ep, datetime.now(UTC).timestamp())
+    await rig.background_done()
+    assert rig.store.parked == [] and rig.store.pulled == []
 
 
 async def test_an_eviction_is_deferred_when_paused_and_dropped_when_disabled() -> None:

@@ -11,10 +11,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from hookstream.core.topics import TopicSpec
+from hookstream.policy.membership import MembershipWatch, group_stats
 
 log = logging.getLogger(__name__)
 
@@ -422,6 +424,25 @@ def without_errors(messages: Sequence[Message], doing: str = "consume"
 
 
 Rebalanced = Callable[[list[TP]], None]
+STATS_INTERVAL_MS = 5_000
+
+
+def watching(config: dict[str, object], watch: MembershipWatch) -> dict[str, object]:
+    """``config`` with librdkafka's statistics fed to ``watch`` (served from consume, on
+    the consuming thread): how a consumer stuck outside its group is noticed."""
+    def on_stats(raw: str) -> None:
+        try:
+            watch.observe(group_stats(orjson.loads(raw)), time.monotonic())
+        except orjson.JSONDecodeError:  # never seen; a report lost is not worth a crash
+            log.warning("unreadable librdkafka statistics")
+
+    return {**config, "statistics.interval.ms": STATS_INTERVAL_MS, "stats_cb": on_stats}
+
+
+def stuck_error(watch: MembershipWatch) -> KafkaPermanent:
+    return KafkaPermanent(
+        f"not a member of its consumer group for {watch.outside_for(time.monotonic()):.0f}s"
+        " although the group coordinator answers: recreating the consumer")
 
 
 class GroupConsumer:
@@ -434,6 +455,9 @@ class GroupConsumer:
     replaced by ``rebuild()`` (closed, made anew, subscribed again: it resumes from the
     committed offsets).
 
+    A member left outside its group while the coordinator answers (``MembershipWatch``)
+    makes ``consume`` raise KafkaPermanent, so the caller's ``recover`` rebuilds it.
+
     ``reachable`` is False from librdkafka's "all brokers down", or from the second failed
     metadata probe in a row (an idle consumer probes every ``probe_interval_s``: the error
     callback alone was seen to stay silent through a 50 s outage), until the broker
@@ -443,8 +467,10 @@ class GroupConsumer:
 
     def __init__(self, config: dict[str, object], topics: Sequence[str], *,
                  on_assign: Rebalanced | None = None, on_revoke: Rebalanced | None = None,
-                 on_lost: Rebalanced | None = None, probe_interval_s: float = 2.0):
-        self._config = {**config, "error_cb": self._on_error}
+                 on_lost: Rebalanced | None = None, probe_interval_s: float = 2.0,
+                 watch: MembershipWatch | None = None):
+        self.watch = watch or MembershipWatch()
+        self._config = watching({**config, "error_cb": self._on_error}, self.watch)
         self._topics = list(topics)
         self._callbacks = (on_assign, on_revoke, on_lost)
         self.probe_interval_s = probe_interval_s
@@ -518,6 +544,8 @@ class GroupConsumer:
             self._answered()
         if self._fatal is not None:
             raise consumer_error(self._fatal, "consume")
+        if self.watch.stuck:  # before its error events: they may never stop coming
+            raise stuck_error(self.watch)  # recover() rebuilds it
         if error is not None:
             raise error
         if not good:
@@ -585,6 +613,7 @@ class GroupConsumer:
         self._close_quietly()
         self._uncommitted.clear()
         self._fatal = None
+        self.watch.reset()
         self._consumer = self._subscribed()
         self.rebuilt += 1
 

@@ -10,6 +10,10 @@ after the ones deferred before it, so a task coming back from its tier is never 
 again behind newer ones: each round moves the backlog toward being served (the loop
 without progress of issue #12).
 
+When the endpoint speeds up (it was slow, it is fixed), the schedule handed out at the
+old pace is compressed toward now by the ratio of the two rates (``catch_up``): its
+parked backlog is then served at the new pace, not at the slots the old one gave it.
+
 Pure: no clock (``now`` comes in), no scheduler; the dispatcher's intake carries the
 schedule out.
 """
@@ -32,11 +36,18 @@ def drain_rate(rate_per_s: float, max_in_flight: int, latency_s: float) -> float
     return rate
 
 
-def kept(max_in_flight: int, rate_per_s: float, horizon_s: float) -> int:
+def kept(max_in_flight: int, rate_per_s: float, horizon_s: float,
+         latency_s: float = 0.0) -> int:
     """How many queued tasks stay in memory: at least the cap, so the endpoint never
-    idles for want of work; at most what it drains in the horizon. A queued task then
-    waits about one latency at most (a bound the sweeper's and reconcile's exceed)."""
-    return max(max_in_flight, int(rate_per_s * horizon_s))
+    idles for want of work; beyond it, what it drains in the horizon *less one latency*.
+
+    A queued task pins its partition's commit point (it is not durable anywhere else)
+    until its attempt ends: kept ÷ rate waiting, plus the attempt itself. Keeping what
+    drains in ``horizon − latency`` bounds that to the horizon for any endpoint that
+    keeps more than its cap; a slow one keeps just its cap, pinning about two of its
+    latencies (the request timeout bounds those). The dispatcher group's lag in seconds
+    then stays under ~10 s whatever a few slow customers do (issue #13)."""
+    return max(max_in_flight, int(rate_per_s * max(0.0, horizon_s - latency_s)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +63,28 @@ def schedule(count: int, *, kept: int, rate_per_s: float, now_s: float,
     start = max(now_s + kept / rate_per_s, cursor_s)
     return DrainSchedule([start + k / rate_per_s for k in range(count)],
                          start + count / rate_per_s)
+
+
+# Compress a parked schedule once the endpoint drains at least this many times faster than
+# the pace it was planned at: small wobbles of the latency average do not rewrite rows.
+CATCH_UP_RATIO = 2.0
+
+
+def catch_up(planned_rate_s: float, rate_per_s: float, cursor_s: float,
+             now_s: float) -> float | None:
+    """The factor (< 1) by which to compress the remaining schedule toward ``now_s``, or
+    None: nothing planned ahead, or the endpoint is not enough faster than planned."""
+    if planned_rate_s <= 0 or cursor_s <= now_s:
+        return None
+    if rate_per_s < CATCH_UP_RATIO * planned_rate_s:
+        return None
+    return planned_rate_s / rate_per_s
+
+
+def compressed(due_s: float, now_s: float, factor: float) -> float:
+    """A slot of the schedule after ``catch_up``: the same place in the queue, at the new
+    pace (a slot already due stays as it is)."""
+    return due_s if due_s <= now_s else now_s + (due_s - now_s) * factor
 
 
 def smoothed_latency(previous_s: float, sample_s: float) -> float:

@@ -53,3 +53,14 @@ UPDATE deliveries d
 SET next_attempt_at = to_timestamp(x.due), parked = true
 FROM unnest(%(ids)b::uuid[], %(versions)b::int[], %(due)b::float8[]) AS x(id, version, due)
 WHERE d.delivery_id = x.id AND d.lease_version = x.version AND d.status = 'pending'
+
+-- name: pull_forward
+-- An endpoint that now drains faster than when its backlog was parked: the remaining
+-- slots move toward now by the ratio of the two paces (hookstream.policy.backlog
+-- .compressed), so the sweeper hands them back at the new pace. One index range
+-- (deliveries_due) of one endpoint.
+UPDATE deliveries
+SET next_attempt_at = to_timestamp(%(now)s)
+                      + (next_attempt_at - to_timestamp(%(now)s)) * %(factor)s::float8
+WHERE endpoint_id = %(endpoint)s AND next_attempt_at > to_timestamp(%(now)s)
+  AND parked AND status = 'pending'
