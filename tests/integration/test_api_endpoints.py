@@ -3,6 +3,8 @@ delete, bulk import (207)."""
 
 from __future__ import annotations
 
+import psycopg
+
 from hookstream.core.signing import decode_secret
 from tests.helpers import query
 from tests.integration.test_api_support import ApiHarness, api_fixture  # noqa: F401
@@ -156,3 +158,18 @@ async def test_operator_import_checks_each_items_tenant(api: ApiHarness) -> None
     assert data["results"][1]["error"]["field"] == "endpoints[1].tenant"
     assert query(api.db_url, "SELECT tenant, url FROM endpoints") == [
         ("acme", "https://a.example.com/")]
+
+
+async def test_a_value_postgresql_refuses_is_a_400_and_nothing_is_stored(api: ApiHarness) -> None:
+    # Validation catches every refusal it knows of; one it does not (here a CHECK the
+    # database has and the API's validation lacks) must still be the caller's 400, not a
+    # 500, with the database's own words kept out of the answer, and the API goes on.
+    with psycopg.connect(api.db_url, autocommit=True) as conn:
+        conn.execute("ALTER TABLE endpoints ADD CONSTRAINT test_refused_description"
+                     " CHECK (description NOT LIKE '%%refused%%')")
+    code, err, _ = await api.call("POST", "/v1/endpoints", body={
+        "url": "https://hooks.example.com/r", "description": "this is refused"})
+    assert code == 400 and err["error"]["code"] == "invalid_request"
+    assert "test_refused_description" not in err["error"]["message"]
+    assert query(api.db_url, "SELECT count(*) FROM endpoints WHERE url LIKE '%%/r'") == [(0,)]
+    assert (await api.endpoint(url="https://hooks.example.com/ok"))["url"].endswith("/ok")
