@@ -40,6 +40,7 @@ from typing import Any
 import orjson
 import psycopg
 
+from benchmarks import latency_budget
 from benchmarks.common import RESULTS, proc_stats
 from hookstream.core.topics import Topics
 from hookstream.dev import localstack
@@ -734,6 +735,14 @@ def print_table(r: dict[str, Any]) -> None:
     ]
     for stage, v in m.get("stages_p50_p99_s", {}).items():
         rows.append((f"  {stage} p50/p99 (s)", " / ".join(f"{x:.3f}" for x in v or [])))
+    budget = r.get("latency_budget", {})
+    for hop, v in budget.get("p50_p99_ms", {}).items():
+        rows.append((f"  budget {hop} p50/p99 (ms)", " / ".join(f"{x:.1f}" for x in v)))
+    for stage, v in budget.get("dispatcher_p50_p99_ms", {}).items():
+        rows.append((f"  dispatcher {stage} p50/p99 (ms)", " / ".join(f"{x:.1f}" for x in v)))
+    if budget.get("floor_p50_ms"):
+        rows.append(("  floor p50 (2 Kafka hops + 2 PG commits + 1 HTTP, ms) / ratio",
+                     f"{budget['floor_p50_ms']:.1f} / {budget.get('p50_over_floor', '-')}×"))
     for kind, v in sorted(m["by_kind"].items()):
         rows.append((f"  {kind}: deliveries / attempts / delivered",
                      f"{v['deliveries']:,} / {v['attempts']:,} / {v['delivered']:,}"))
@@ -807,6 +816,10 @@ def main() -> int:
                 "bare aiohttp req/s (256 concurrent, signed)": yardstick_aiohttp(ports[0], 20000),
                 "kafka ProducerPerformance (300 B, acks=all)": yardstick_kafka(bootstrap, 500_000),
                 "postgres outbox inserts": yardstick_postgres(db, 100_000),
+                # the latency floors (benchmarks/latency_budget.py)
+                "kafka_end_to_end": latency_budget.kafka_end_to_end(bootstrap),
+                "postgres_commit": latency_budget.postgres_commit(db),
+                "http_round_trip": latency_budget.http_round_trip(ports[0]),
             }
             print(json.dumps(result["yardsticks"]), flush=True)
         env = pipeline_env(database_url=db, bootstrap=bootstrap, topic_prefix=topics.prefix,
@@ -865,6 +878,17 @@ def main() -> int:
         stop.set()
         monitor.join()
         m = measure(db, mix, load_t0, load_t1)
+        arrivals: dict[str, float] = {}
+        for farm_arrivals in farm_get(ports, "/arrivals", timeout=60):
+            arrivals.update(farm_arrivals)
+        budget = latency_budget.hops(db, mix.ids({"ok"}), arrivals)
+        budget["dispatcher_p50_p99_ms"] = latency_budget.dispatcher_stages(
+            services["dispatcher"])
+        budget["floor_p50_ms"] = latency_budget.floor_ms(result.get("yardsticks", {}))
+        arrival_p50 = budget["p50_p99_ms"]["commit→arrival"][0]
+        if budget["floor_p50_ms"]:
+            budget["p50_over_floor"] = round(arrival_p50 / budget["floor_p50_ms"], 1)
+        result["latency_budget"] = budget
         delivered_all = sum(v["delivered"] for v in m["by_kind"].values()) or 1
         processes: dict[str, dict[str, Any]] = {}
         for name in (*services, "kafka", "postgres", *others):

@@ -12,6 +12,8 @@ request (1 = all). Arrivals are bucketed per second and per behaviour for the pl
 
     GET /count   small JSON for progress lines
     GET /stats   everything: counts per webhook-id, per-second series, verification
+    GET /arrivals  webhook-id → epoch seconds of its first arrival (the latency budget's
+                   end: commit → arrival at the receiver)
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class Farm:
         self.endpoints: dict[str, dict[str, Any]] = config["endpoints"]
         self.verify_every = verify_every
         self.by_id: Counter[str] = Counter()
+        self.first_at: dict[str, float] = {}
         self.series: defaultdict[int, Counter[str]] = defaultdict(Counter)
         self.verified = 0
         self.bad_signature: list[tuple[str, str]] = []
@@ -52,6 +55,7 @@ class Farm:
         webhook_id = request.headers.get("webhook-id", "")
         if ep is not None:
             self.by_id[webhook_id] += 1
+            self.first_at.setdefault(webhook_id, now)
         self.series[int(now)][kind] += 1
         # Verification costs an HMAC and a base64 per request (~10 µs); the sample rate
         # is a knob for when the farm, not the pipeline, would become the bottleneck.
@@ -89,6 +93,9 @@ class Farm:
             "verified": self.verified, "bad_signature": len(self.bad_signature),
             "last_5s": dict(recent)}, dumps=lambda o: orjson.dumps(o).decode())
 
+    async def arrivals(self, _: web.Request) -> web.Response:
+        return web.Response(body=orjson.dumps(self.first_at), content_type="application/json")
+
     async def stats(self, _: web.Request) -> web.Response:
         return web.Response(body=orjson.dumps({
             "requests": self.requests, "verified": self.verified,
@@ -113,6 +120,7 @@ def main() -> None:
     app.router.add_post("/hooks/{name}", farm.hook)
     app.router.add_get("/count", farm.count)
     app.router.add_get("/stats", farm.stats)
+    app.router.add_get("/arrivals", farm.arrivals)
     web.run_app(app, host="127.0.0.1", port=args.port, access_log=None, print=None,
                 backlog=4096, handler_cancellation=True)
 

@@ -34,6 +34,7 @@ from hookstream.dispatcher.offset_book import TP, OffsetBook
 from hookstream.io.kafka import (
     KafkaPermanent,
     KafkaTransient,
+    consume_available,
     consumer_config,
     stuck_error,
     translated,
@@ -127,7 +128,7 @@ class DeliveryConsumer:
                     consumer.resume(assigned)
             self._held = hold
         with translated("consume"):
-            messages = consumer.consume(CONSUME_MAX, CONSUME_WAIT_S)
+            messages = consume_available(consumer, CONSUME_MAX, CONSUME_WAIT_S)
         good, error = without_errors(messages)
         if isinstance(error, KafkaPermanent):
             raise error

@@ -95,6 +95,7 @@ class Intake:
         poison: list[tuple[Record, PartitionOffsets, int]] = []
         trackers = self._book.track_all(((m.topic(), m.partition()) for m in messages),
                                         (m.offset() for m in messages))
+        consumed_at = time.monotonic()
         for msg, tracker in zip(messages, trackers, strict=True):
             assert tracker is not None
             tp, offset = (msg.topic(), msg.partition()), msg.offset()
@@ -105,7 +106,7 @@ class Intake:
                 self._metrics.poison.inc()
                 poison.append((self._dead_letter_of(msg, str(exc)), tracker, offset))
                 continue
-            items.append(Item(task, tp, offset, tracker))
+            items.append(Item(task, tp, offset, tracker, consumed_at))
         if poison and await self._publish([r for r, _, _ in poison]):
             # Its offset completes only once the dead-letter copy is acknowledged.
             self._book.complete_offsets((tracker, offset) for _, tracker, offset in poison)

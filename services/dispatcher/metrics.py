@@ -39,6 +39,21 @@ class DispatcherMetrics:
             "Outbox commit → start of a delivery's first attempt",
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 1800),
             registry=registry)
+        # The dispatcher's share of a first attempt's latency budget (issue #15), new
+        # tasks only: read from Kafka → claim sent (the scheduler's wait), the claim's
+        # round trip, claim returned → the attempt starts.
+        stage_buckets = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 5)
+        self.stage_queued = LoopHistogram(
+            "hookstream_dispatcher_queued_seconds",
+            "New task read from Kafka → its claim sent (waiting in the scheduler)",
+            buckets=stage_buckets, registry=registry)
+        self.stage_claim = LoopHistogram(
+            "hookstream_dispatcher_claim_seconds", "One claim round trip to PostgreSQL",
+            buckets=stage_buckets, registry=registry)
+        self.stage_start = LoopHistogram(
+            "hookstream_dispatcher_start_seconds",
+            "Claim returned → the new task's attempt starts",
+            buckets=stage_buckets, registry=registry)
         self.in_flight = Gauge(
             "hookstream_dispatcher_in_flight", "Attempts in flight in this process",
             registry=registry)

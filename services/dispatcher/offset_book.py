@@ -27,6 +27,7 @@ class Item:
     tp: TP
     offset: int
     tracker: PartitionOffsets
+    consumed_at: float = 0.0  # monotonic, when read from Kafka: the latency budget's start
 
 
 class OffsetBook:

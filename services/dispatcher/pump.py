@@ -83,7 +83,10 @@ class Pump:
 
     async def _claim_and_send(self, session: aiohttp.ClientSession,
                               picked: list[tuple[uuid.UUID, Item]]) -> None:
+        sent_m = time.monotonic()
         claims = await self._db(self._store.claim, [item.task for _, item in picked])
+        claimed_m = time.monotonic()
+        self._metrics.stage_claim.observe(claimed_m - sent_m)
         by_id = {c.delivery_id: c for c in claims}
         now = datetime.now(UTC)
         for key, item in picked:
@@ -93,15 +96,21 @@ class Pump:
                 self._sched.release(key, time.monotonic())
                 self._book.complete(item)
                 continue
-            if item.task.kind is TaskKind.NEW and claim.attempt_no == 1:
+            first = item.task.kind is TaskKind.NEW and claim.attempt_no == 1
+            if first:
                 self._metrics.first_attempt.observe(
                     max(0.0, (now - item.task.committed_at).total_seconds()))
-            job = asyncio.create_task(self._attempt(session, claim, item))
+                self._metrics.stage_queued.observe(max(0.0, sent_m - item.consumed_at))
+            job = asyncio.create_task(self._attempt(session, claim, item,
+                                                    claimed_m if first else None))
             self.attempts.add(job)
             job.add_done_callback(self.attempts.discard)
 
-    async def _attempt(self, session: aiohttp.ClientSession, claim: Claim, item: Item) -> None:
+    async def _attempt(self, session: aiohttp.ClientSession, claim: Claim, item: Item,
+                       claimed_m: float | None = None) -> None:
         s = self._s
+        if claimed_m is not None:
+            self._metrics.stage_start.observe(time.monotonic() - claimed_m)
         result = await send(
             session, url=claim.url, delivery_id=str(claim.delivery_id), body=claim.payload,
             secrets=claim.secrets, timeout_s=s.request_timeout_s,

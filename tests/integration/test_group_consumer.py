@@ -132,3 +132,24 @@ def test_a_consumer_the_coordinator_keeps_out_of_the_group_is_rebuilt(stack: Sta
         assert consumer.rebuilt == 1 and not consumer.watch.stuck
     finally:
         consumer.close()
+
+
+def test_consume_returns_what_is_there_without_waiting_for_a_full_batch(
+        stack: Stack, topic: str) -> None:
+    # 10 records on the topic, 500 asked for, 20 s allowed: the call returns them as soon
+    # as they are fetched (confluent-kafka's own consume(500, 20) would sit out the 20 s
+    # waiting for 490 more), and one more record produced later comes alone, promptly.
+    consumer = _consumer(stack, f"g-{uuid.uuid4().hex}", topic)
+    try:
+        got: list[int] = []
+        while len(got) < 10:
+            started = time.monotonic()
+            got += [m.offset() for m in consumer.consume(500, 20.0)]
+            assert time.monotonic() - started < 10, "waited for the batch to fill"
+        assert got == list(range(10))
+        produce(stack.bootstrap, topic, [(b"k", b"late")])
+        started = time.monotonic()
+        assert [m.value() for m in consumer.consume(500, 20.0)] == [b"late"]
+        assert time.monotonic() - started < 10, "waited for the batch to fill"
+    finally:
+        consumer.close()
