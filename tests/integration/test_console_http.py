@@ -164,6 +164,11 @@ async def test_headers_and_cookie_flags(api: ApiHarness, visitors: list[Visitor]
     static = await v.get("/console/static/htmx.min.js")
     assert static.status == 200 and "immutable" in static.headers["Cache-Control"]
     assert static.headers["Content-Type"].startswith("text/javascript")
+    # a post that carries no session (another site's form) is refused and sets no cookie:
+    # it cannot replace anyone's session
+    stranger = await visitor(api, visitors)
+    refused = await stranger.post("/console/logout", {}, csrf=None)
+    assert refused.status == 403 and "Set-Cookie" not in refused.headers
     root = await v.get("/", allow_redirects=False)
     assert root.status == 302 and root.headers["Location"] == "/console/"
 

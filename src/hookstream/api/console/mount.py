@@ -111,7 +111,10 @@ async def console_middleware(request: web.Request,
         with translating():
             key = await console.keys.get(request.config_dict[API].conn)
             request[KEY] = key
-            request[SESSION], request[CHANGED] = sessions.read(request, key, now)
+            request[SESSION], fresh = sessions.read(request, key, now)
+            # A new anonymous session is set only on a page view (for its forms' token),
+            # never on a refused post: another site's form must not sign anyone out.
+            request[CHANGED] = fresh and request.method in csrf.SAFE_METHODS
             if request.method not in csrf.SAFE_METHODS:
                 await _check_csrf(request, key, request[SESSION].sid)
             response = await handler(request)
