@@ -73,3 +73,9 @@ def test_path_parameters_are_declared() -> None:
                 if p["in"] == "path":
                     declared.add(p["name"])
             assert declared == names, (path, method)
+
+
+def test_without_the_console_there_is_no_console_route() -> None:
+    app = build_app(ApiSettings(console_enabled=False))
+    paths = {r.resource.canonical for r in app.router.routes() if r.resource is not None}
+    assert not any(p.startswith("/console") or p == "/v1/portal-sessions" for p in paths)

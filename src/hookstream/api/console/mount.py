@@ -159,11 +159,11 @@ async def _to_console(_request: web.Request) -> web.Response:
 
 
 def mount(app: web.Application, settings: ApiSettings) -> None:
+    if not settings.console_enabled:
+        return  # and no portal links: they would lead nowhere
     app[CONSOLE] = Console(settings, KeyHolder())
     for method, path, handler, operator_only in JSON_ROUTES:
         app.router.add_route(method, path, authed(handler, operator=operator_only))
-    if not settings.console_enabled:
-        return
     console = web.Application(middlewares=[console_middleware])
     for method, path, page_handler in PAGES:
         console.router.add_route(method, path, page_handler)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from itsdangerous import BadSignature, URLSafeSerializer
@@ -130,6 +130,3 @@ def verify_session(key: bytes, token: str, now: float) -> Session:
     except (KeyError, ValueError, TypeError):
         raise TokenRefused("invalid") from None
 
-
-def extended(session: Session, expires_at: int) -> Session:
-    return replace(session, expires_at=expires_at)
