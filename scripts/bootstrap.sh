@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent setup of a fresh Debian 12 machine (or container) for hookstream:
-#   Java 17+, Maven, PostgreSQL server binaries, Prometheus + promtool (Debian packages),
+#   Java 17+, Maven, PostgreSQL server binaries, Prometheus + promtool, chromium (Debian
+#   packages),
 #   the Python venv .venv with `pip install -e '.[dev]'`, and the Kafka jars in
 #   stack/.kafka-libs.
 # Only the Debian, PyPI and Maven Central registries are needed. Prints what it
@@ -76,6 +77,10 @@ fi
 # Prometheus (+ promtool) for the observability tests; the tests start their own server,
 # Debian's systemd unit is not used (and not started in containers without systemd)
 command -v promtool >/dev/null 2>&1 || pkgs+=(prometheus)
+# Debian's chromium for the console's browser tests (Playwright drives it; Playwright's
+# own browser download cannot work without the wider network), and a font to render text
+command -v chromium >/dev/null 2>&1 || pkgs+=(chromium)
+[ -d /usr/share/fonts/truetype/dejavu ] || pkgs+=(fonts-dejavu-core)
 if [ ${#pkgs[@]} -gt 0 ]; then
   apt_install "${pkgs[@]}"
 fi

@@ -21,7 +21,7 @@ def test_shipped_files_load(concern: str) -> None:
 
 
 @pytest.mark.parametrize("concern", ["relay", "fanout", "dispatcher", "api", "observability",
-                                     "reconcile"])
+                                     "reconcile", "console"])
 def test_no_stray_percent_signs(concern: str) -> None:
     # psycopg reads every % as a placeholder, even in a comment: one stray "5 %" in a
     # comment stopped every claim (found by the e2e tests, guarded here).

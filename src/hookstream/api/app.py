@@ -609,4 +609,8 @@ def build_app(settings: ApiSettings, registry: CollectorRegistry | None = None) 
     app.router.add_get("/openapi.json", openapi)
     for method, path, handler, operator in ROUTES:
         app.router.add_route(method, path, authed(handler, operator=operator))
+    # The browser console and its JSON route (hookstream.api.console); imported here
+    # because it builds on this module.
+    from hookstream.api.console.mount import mount
+    mount(app, settings)
     return app

@@ -14,6 +14,7 @@ import dataclasses
 import difflib
 import math
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -168,6 +169,31 @@ def _unknown_message(name: str, raw: str, known: set[str]) -> str:
 
 def env_names(cls: type) -> set[str]:
     return {f.metadata["env"] for f in dataclasses.fields(cls) if "env" in f.metadata}
+
+
+def _origin(raw: str) -> str:
+    """scheme://host[:port], nothing else: the value goes into a Content-Security-Policy
+    header, where a quote, semicolon or path would change the policy."""
+    if not re.fullmatch(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?", raw):
+        raise ValueError(f"expected an origin like https://app.example.com, got {raw!r}")
+    return raw.lower()
+
+
+def origin_list(raw: str) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(_origin(part) for part in raw.replace(",", " ").split()))
+
+
+def origin_or_empty(raw: str) -> str:
+    return "" if not raw.strip() else _origin(raw.strip().rstrip("/"))
+
+
+def http_url_or_empty(raw: str) -> str:
+    """An http(s) URL that may carry a path (a Grafana behind a path prefix)."""
+    value = raw.strip().rstrip("/")
+    if value and not re.fullmatch(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[\w.~%/-]*)?",
+                                  value):
+        raise ValueError(f"expected an http(s) URL, got {raw!r}")
+    return value
 
 
 pos_int = _positive(int)
@@ -370,6 +396,23 @@ class ApiSettings(CommonSettings):
         "an operation whose worker is silent this long is resumed by another instance")
     db_pool_size: int = env_field("API_DB_POOL_SIZE", 4, pos_int)
     max_import_items: int = env_field("API_MAX_IMPORT_ITEMS", 1000, pos_int)
+    # The browser console (hookstream.api.console), served by the same app and port.
+    console_enabled: bool = env_field(
+        "CONSOLE_ENABLED", True, _parse_bool, "serve the browser console under /console")
+    console_frame_ancestors: tuple[str, ...] = env_field(
+        "CONSOLE_FRAME_ANCESTORS", (), origin_list,
+        "origins allowed to embed the console in a frame (space-separated, e.g. "
+        "https://app.example.com); none: framing refused")
+    console_public_url: str = env_field(
+        "CONSOLE_PUBLIC_URL", "", origin_or_empty,
+        "scheme://host[:port] portal links start with (default: the request's own); "
+        "https here also marks session cookies Secure")
+    console_grafana_url: str = env_field(
+        "CONSOLE_GRAFANA_URL", "", http_url_or_empty,
+        "Grafana's base URL, for the operator console's dashboard links")
+    console_session_ttl_s: float = env_field(
+        "CONSOLE_SESSION_TTL_S", 12 * 3600.0, pos_float,
+        "how long a console sign-in with an API key lasts")
 
 
 ALL_SETTINGS: tuple[type, ...] = (RelaySettings, FanoutSettings, DispatcherSettings, ApiSettings)

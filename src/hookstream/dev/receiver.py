@@ -27,6 +27,7 @@ class Behaviour:
     fail_first: int = 0
     fail_status: int = 500
     group: str = ""  # endpoints sharing a group are also counted together (a tenant)
+    body: bytes = b""  # the response body (the console's tests answer hostile text)
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,8 @@ class Receiver:
         finally:
             for key in keys:
                 self.in_flight[key] -= 1
-        return web.Response(status=status, headers=behaviour.headers if verified else None)
+        return web.Response(status=status, headers=behaviour.headers if verified else None,
+                            body=behaviour.body if verified else None)
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> Receiver:
         app = web.Application()

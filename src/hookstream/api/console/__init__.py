@@ -1,0 +1,9 @@
+"""The browser console: a tenant portal (signed, tenant-scoped links or an API key) and an
+operator console, served by the control-plane app under ``/console``.
+
+Server-rendered pages (Jinja2, autoescaped) with htmx vendored in ``static/`` for the
+few live parts (an operation's progress, a delivery's attempts): no build step, no CDN,
+no inline script. ``mount.mount`` attaches it to the API app; the modules split by role:
+``tokens``, ``csrf``, ``headers`` and ``paging`` are pure; ``session`` and ``keys`` read
+PostgreSQL; ``pages``, ``actions``, ``operator`` and ``entry`` are the handlers.
+"""

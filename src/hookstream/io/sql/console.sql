@@ -1,0 +1,57 @@
+-- The browser console's own queries (src/hookstream/api/console). Everything a tenant
+-- page shows goes through api.sql's queries (hookstream.api.store); these are the
+-- console's signing key, the session check and the operator console's fleet lists.
+
+-- name: console_key
+SELECT key FROM console_keys WHERE id = 1
+
+-- name: create_console_key
+-- Two instances racing: the first insert wins, both then read the winner's key.
+INSERT INTO console_keys (id, key) VALUES (1, %(key)s)
+ON CONFLICT (id) DO NOTHING
+
+-- name: api_key_active
+-- A console session lasts only while the API key behind it (the tenant's key it signed
+-- in with, or the operator key that made its portal link) is not revoked.
+SELECT tenant FROM api_keys WHERE id = %(id)s AND revoked_at IS NULL
+
+-- name: dead_letters
+-- Newest first (by when they died), keyset-paginated on deliveries_dead.
+SELECT d.delivery_id, d.event_id, d.endpoint_id, d.tenant, d.attempts, d.last_error,
+       d.created_at, d.updated_at, ev.type AS event_type, ep.url AS endpoint_url
+FROM deliveries d
+JOIN events ev ON ev.event_id = d.event_id
+JOIN endpoints ep ON ep.id = d.endpoint_id
+WHERE d.status = 'dead'
+  AND (d.updated_at, d.delivery_id) < (%(before_at)s::timestamptz, %(before_id)s::uuid)
+ORDER BY d.updated_at DESC, d.delivery_id DESC
+LIMIT %(limit)s
+
+-- name: quarantined_outbox
+-- Newest first, keyset-paginated on outbox_quarantined; the payload is cut to an
+-- excerpt (a quarantined row may be the one that was too large).
+SELECT id, event_id, tenant, type, schema_version, created_at, quarantined_at,
+       quarantine_reason, length(payload) AS payload_bytes,
+       substring(payload FROM 1 FOR 300) AS payload_head
+FROM outbox
+WHERE quarantined_at IS NOT NULL
+  AND (quarantined_at, id) < (%(before_at)s::timestamptz, %(before_id)s::bigint)
+ORDER BY quarantined_at DESC, id DESC
+LIMIT %(limit)s
+
+-- name: running_operations
+-- Bulk replays and recoveries in progress (the operations_running partial index).
+SELECT o.*, ep.url AS endpoint_url
+FROM operations o
+LEFT JOIN endpoints ep ON ep.id = o.endpoint_id
+WHERE o.status = 'running'
+ORDER BY o.created_at
+LIMIT %(limit)s
+
+-- name: endpoint_operations
+-- An endpoint's latest bulk operations, newest first (operations_tenant: the tenant's
+-- operations backwards in time, filtered to the endpoint).
+SELECT * FROM operations
+WHERE tenant = %(tenant)s AND endpoint_id = %(endpoint_id)s
+ORDER BY created_at DESC
+LIMIT %(limit)s
