@@ -62,7 +62,10 @@ class DeliveryConsumer:
         self._kafka = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka")
         self._consumer: Consumer | None = None
         self.watch = MembershipWatch()
-        self._held = False
+        # Partitions this consumer paused for back-pressure: each is paused once and
+        # resumed once (librdkafka purges a paused partition's prefetched records, and
+        # repeated pause/resume calls are where its pause bugs live).
+        self._paused: set[TP] = set()
 
     # -- from the event loop: each call runs on the Kafka thread ---------------------------
     async def _k(self, fn: Callable[..., T], *args: Any) -> T:
@@ -106,7 +109,7 @@ class DeliveryConsumer:
     # -- on the Kafka thread ----------------------------------------------------------------
     def _subscribe(self) -> None:
         self.watch.reset()
-        self._held = False
+        self._paused.clear()
         consumer = Consumer(watching(consumer_config(
             self._bootstrap, self._group_id, "hookstream-dispatcher",
             **{"fetch.wait.max.ms": 50}), self.watch))
@@ -118,15 +121,18 @@ class DeliveryConsumer:
     def _consume(self, hold: bool) -> list[Message]:
         consumer = self._consumer
         assert consumer is not None
-        if hold or self._held:
-            # Each time while held: partitions assigned meanwhile are paused too.
-            with translated("pause" if hold else "resume"):
-                assigned = consumer.assignment()
-                if hold:
-                    consumer.pause(assigned)
-                else:
-                    consumer.resume(assigned)
-            self._held = hold
+        if hold:
+            with translated("pause"):
+                # Partitions assigned while held are paused too, each once.
+                fresh = [tp for tp in consumer.assignment()
+                         if (tp.topic, tp.partition) not in self._paused]
+                if fresh:
+                    consumer.pause(fresh)
+                    self._paused.update((tp.topic, tp.partition) for tp in fresh)
+        elif self._paused:
+            with translated("resume"):
+                consumer.resume([TopicPartition(t, p) for t, p in self._paused])
+            self._paused.clear()
         with translated("consume"):
             messages = consume_available(consumer, CONSUME_MAX, CONSUME_WAIT_S)
         good, error = without_errors(messages)
@@ -166,6 +172,7 @@ class DeliveryConsumer:
         log.info("partitions assigned", extra={"partitions": [tp.partition for tp in partitions]})
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._paused.difference_update((tp.topic, tp.partition) for tp in partitions)
         commits = self._book.revoked((tp.topic, tp.partition) for tp in partitions)
         if commits:
             try:
@@ -176,5 +183,6 @@ class DeliveryConsumer:
         log.info("partitions revoked", extra={"partitions": [tp.partition for tp in partitions]})
 
     def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._paused.difference_update((tp.topic, tp.partition) for tp in partitions)
         self._book.lost((tp.topic, tp.partition) for tp in partitions)
         log.warning("partitions lost", extra={"partitions": [tp.partition for tp in partitions]})

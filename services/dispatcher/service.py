@@ -26,6 +26,7 @@ import asyncio
 import logging
 import random
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -64,6 +65,9 @@ log = logging.getLogger("hookstream.dispatcher")
 # made durable; with the consumer's close this keeps shutdown under the 30 s bound that
 # supervisors (and the test harness) give before SIGKILL.
 SHUTDOWN_ATTEMPT_GRACE_S = 5.0
+# A scheduler full for longer than this is not saturation but a stall (the database away):
+# from then on the consumer is polled with its partitions paused (see _poll_loop).
+HOLD_POLL_AFTER_S = 5.0
 SHUTDOWN_WRITE_WAIT_S = 10.0
 
 
@@ -234,17 +238,26 @@ class Dispatcher:
 
     async def _poll_loop(self) -> None:
         max_queued, room = self.settings.max_queued, self.pump.room
+        full_since: float | None = None
         while not self.stop.is_set():
-            held = self.sched.queued >= max_queued
-            if held:
-                # Back-pressure: no more records until the scheduler drains, but the
-                # consumer is still polled (paused), so the group's rebalances go on.
+            held = False
+            if self.sched.queued >= max_queued:
+                # Back-pressure: no more records until the scheduler drains. A brief
+                # hold (the normal state at saturation) just waits; a long one (the
+                # database away, claims failing) polls the consumer with its partitions
+                # paused, so the group's rebalances go on and the member is not dropped
+                # for max.poll.interval.ms.
+                full_since = full_since or time.monotonic()
                 room.clear()
                 try:
                     await asyncio.wait_for(room.wait(), timeout=0.5)
                 except TimeoutError:
                     pass
                 held = self.sched.queued >= max_queued
+                if held and time.monotonic() - full_since < HOLD_POLL_AFTER_S:
+                    continue
+            else:
+                full_since = None
             try:
                 messages = await self.consumer.consume(held)
             except KafkaPermanent as exc:

@@ -325,7 +325,8 @@ class Fanout:
                                             connect_timeout=10) as conn:
             self._status(None)
             while not self.stop.is_set():
-                batch = consumer.consume(self.settings.batch_size, timeout_s=0.5)
+                batch = consumer.consume(self.settings.batch_size, timeout_s=0.5,
+                                         gather_s=self.settings.batch_gather_s)
                 if not batch:
                     continue
                 started = time.monotonic()
