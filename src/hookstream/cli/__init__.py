@@ -111,7 +111,10 @@ def _take_debug(argv: list[str]) -> tuple[list[str], bool]:
 
 def main(argv: list[str] | None = None) -> int:
     argv, debug = _take_debug(list(sys.argv[1:] if argv is None else argv))
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # usage errors (2), --help and --version (0): a return code
+        return exc.code if isinstance(exc.code, int) else 2
     debug = debug or args.debug
     _quiet_clients(debug)
     try:

@@ -19,7 +19,7 @@ def as_json(data: Any, out: TextIO | None = None) -> None:
     (out or sys.stdout).write(text + "\n")
 
 
-def cell(value: Any) -> str:
+def cell(value: Any, max_len: int | None = MAX_CELL) -> str:
     """One value as a table cell: times to the second, lists joined, long text cut."""
     if value is None:
         return "-"
@@ -33,7 +33,7 @@ def cell(value: Any) -> str:
     if len(text) >= 20 and text[4:5] == "-" and text[10:11] == "T":  # an ISO 8601 time
         text = text[:19].replace("T", " ") + ("Z" if text.endswith(("Z", "+00:00")) else "")
     text = " ".join(text.split())
-    return text if len(text) <= MAX_CELL else text[:MAX_CELL - 1] + "…"
+    return text if max_len is None or len(text) <= max_len else text[:max_len - 1] + "…"
 
 
 def field(name: str) -> Callable[[Mapping[str, Any]], Any]:
@@ -48,15 +48,18 @@ def field(name: str) -> Callable[[Mapping[str, Any]], Any]:
 
 
 def table(rows: Sequence[Mapping[str, Any]], columns: Sequence[Column]) -> str:
+    """Columns aligned; long text is cut except in the last column, which has the room."""
+    last = len(columns) - 1
     grid = [[title.upper() for title, _ in columns]]
-    grid += [[cell(get(row)) for _, get in columns] for row in rows]
+    grid += [[cell(get(row), None if i == last else MAX_CELL)
+              for i, (_, get) in enumerate(columns)] for row in rows]
     widths = [max(len(line[i]) for line in grid) for i in range(len(columns))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
                      for line in grid)
 
 
 def block(row: Mapping[str, Any], columns: Iterable[Column]) -> str:
-    pairs = [(title, cell(get(row))) for title, get in columns]
+    pairs = [(title, cell(get(row), None)) for title, get in columns]
     width = max(len(title) for title, _ in pairs)
     return "\n".join(f"{title + ':':<{width + 1}} {value}" for title, value in pairs)
 
