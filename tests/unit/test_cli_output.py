@@ -71,6 +71,6 @@ def test_failures_are_one_line_without_secrets() -> None:
     refused = describe(ApiRefused(409, "conflict", "delivery is pending"), **TARGETS)
     assert refused is not None and refused.exit_code == 1
     assert refused.line == "the API refused it (409 conflict): delivery is pending"
-    config = describe(SettingsError("HOOKSTREAM_X is not a hookstream setting"), **TARGETS)
+    config = describe(SettingsError("a variable is not a hookstream setting"), **TARGETS)
     assert config is not None and config.exit_code == 2
     assert describe(ZeroDivisionError("bug"), **TARGETS) is None
