@@ -88,8 +88,15 @@ def test_the_stack_answers_with_the_ports_it_started_with(
     assert code == 1 and out == "" and err.count("\n") == 1
     assert f"already runs on port {port}, not {other}" in err
 
-    # Stopped, it starts again on the port it had.
+    # A server started before stacks kept a record (no stack.json) is not refused for it,
+    # and is recorded now.
     monkeypatch.delenv("HOOKSTREAM_STACK_PG_PORT")
+    (stack_dir / "stack.json").unlink()
+    code, out, _ = stack(capsys, "up", "--only", "postgres")
+    assert code == 0 and f"127.0.0.1:{port}/hookstream  healthy  (already running)" in out
+    assert json.loads((stack_dir / "stack.json").read_text())["postgres"]["port"] == port
+
+    # Stopped, it starts again on the port it had.
     assert stack(capsys, "down", "--only", "postgres")[1] == "postgres  stopped\n"
     code, out, _ = stack(capsys, "up", "--only", "postgres")
     assert code == 0 and f"127.0.0.1:{port}/hookstream" in out

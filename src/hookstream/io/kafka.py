@@ -25,6 +25,11 @@ log = logging.getLogger(__name__)
 client_log = logging.getLogger(f"{__name__}.client")
 
 
+def _admin(bootstrap: str) -> AdminClient:
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": client_log}
+    return AdminClient(config)
+
+
 class BrokerUnavailable(RuntimeError):
     """Kafka could not be reached or did not acknowledge in time (transient)."""
 
@@ -78,7 +83,7 @@ def consumer_config(
 
 def check_reachable(bootstrap: str, timeout_s: float = 5.0) -> None:
     """Raise BrokerUnavailable unless a broker answers a metadata request in ``timeout_s``."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": client_log})
+    admin = _admin(bootstrap)
     try:
         admin.list_topics(timeout=timeout_s)
     except KafkaException as exc:
@@ -88,7 +93,7 @@ def check_reachable(bootstrap: str, timeout_s: float = 5.0) -> None:
 
 def ensure_topics(bootstrap: str, specs: Iterable[TopicSpec], timeout_s: float = 30.0) -> list[str]:
     """Create missing topics; returns the names created now. Existing topics are left alone."""
-    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": client_log})
+    admin = _admin(bootstrap)
     try:
         existing = set(admin.list_topics(timeout=timeout_s).topics)
     except KafkaException as exc:
@@ -112,7 +117,7 @@ def ensure_topics(bootstrap: str, specs: Iterable[TopicSpec], timeout_s: float =
 
 
 def delete_topics(bootstrap: str, names: Iterable[str], timeout_s: float = 30.0) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap, "logger": client_log})
+    admin = _admin(bootstrap)
     names = list(names)
     if not names:
         return

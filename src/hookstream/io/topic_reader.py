@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import OFFSET_END, Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -70,16 +71,19 @@ def _read(consumer: Consumer, topic: str, since_ms: int | None,
         while open_ and time.monotonic() < deadline:
             for msg in consumer.consume(500, timeout=0.2):
                 p, offset = msg.partition(), msg.offset()
+                if p is None:
+                    continue
                 if (err := msg.error()) is not None:
-                    if err.code() == KafkaError._PARTITION_EOF and p is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
                         open_.discard(p)
                     continue
                 if p not in open_ or offset is None:
                     continue
                 kind, ts = msg.timestamp()
+                headers = [(k, v if isinstance(v, bytes) else (v or "").encode())
+                           for k, v in _header_pairs(msg.headers())]
                 per_partition[p].append(StoredRecord(
-                    p, offset, ts if kind else None, msg.key(), msg.value(),
-                    tuple((k, v or b"") for k, v in (msg.headers() or []))))
+                    p, offset, ts if kind else None, msg.key(), msg.value(), tuple(headers)))
                 if offset + 1 >= ends[p][1] or len(per_partition[p]) >= limit:
                     open_.discard(p)
         # Past the deadline what was read is returned; the cursor resumes the rest.
@@ -90,6 +94,12 @@ def _read(consumer: Consumer, topic: str, since_ms: int | None,
         next_offsets[r.partition] = r.offset + 1
     more = any(next_offsets[p] < ends[p][1] for p in partitions)
     return Page(merged, next_offsets if more else None)
+
+
+def _header_pairs(headers: Any) -> list[tuple[str, Any]]:
+    if headers is None:
+        return []
+    return list(headers.items()) if isinstance(headers, dict) else list(headers)
 
 
 def _starts(consumer: Consumer, topic: str, partitions: list[int],

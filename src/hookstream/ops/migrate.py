@@ -22,8 +22,8 @@ def migration_files() -> list[tuple[str, str]]:
 def migrate(dsn: str, *, connect_timeout_s: int | None = None) -> list[str]:
     """Apply pending migrations; returns the versions applied now (empty when up to date)."""
     applied_now: list[str] = []
-    timeout = {} if connect_timeout_s is None else {"connect_timeout": connect_timeout_s}
-    with psycopg.connect(dsn, autocommit=True, **timeout) as conn:
+    # connect_timeout is a libpq parameter (seconds); None keeps libpq's own default
+    with psycopg.connect(dsn, autocommit=True, connect_timeout=connect_timeout_s) as conn:
         conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
         try:
             conn.execute(

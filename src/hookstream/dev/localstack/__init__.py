@@ -229,6 +229,8 @@ def run(args: argparse.Namespace) -> int:
     """Carry out a parsed stack command; raises StackError when it cannot."""
     action = args.stack_action
     if action == "env":
+        _warn({"kafka": kafka.status(check_health=False),
+               "postgres": postgres.status(check_health=False)})
         print("\n".join(_export_lines()))
         return 0
     if action == "up":

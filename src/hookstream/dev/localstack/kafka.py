@@ -391,20 +391,32 @@ def _admin_ready(timeout: float) -> int | None:
     return len(metadata.brokers)
 
 
+def _remember(ports: tuple[int, int]) -> None:
+    record.remember("kafka", {
+        "port": ports[0], "controller_port": ports[1], "bootstrap": f"{HOST}:{ports[0]}",
+        "properties": str(properties_path()), "data_dir": str(data_dir()),
+        "log": str(server_log())})
+
+
 def launch() -> tuple[int, bool]:
     """Start the broker JVM unless it runs; returns (pid, started_now). Does not wait."""
     with stack_lock():
         pid = _running_pid()
-        wanted = wanted_ports()
         if pid is not None:
             ports = _properties_ports(properties_path())
-            if ports is not None and ports != wanted:
+            asked = (record.requested_port(PORT_ENV), record.requested_port(CONTROLLER_PORT_ENV))
+            if ports is not None and any(a is not None and a != p
+                                         for a, p in zip(asked, ports, strict=True)):
                 raise StackError(
                     f"the local Kafka (pid {pid}) already runs on ports {ports[0]}/{ports[1]}, "
-                    f"not {wanted[0]}/{wanted[1]} ({PORT_ENV} / {CONTROLLER_PORT_ENV}); stop "
-                    "it first (hookstream stack down --only kafka) or unset those variables"
+                    f"not {asked[0] or ports[0]}/{asked[1] or ports[1]} ({PORT_ENV} / "
+                    f"{CONTROLLER_PORT_ENV}); stop it first (hookstream stack down --only "
+                    "kafka) or unset those variables"
                 )
+            if ports is not None and record.recorded_port("kafka") is None:
+                _remember(ports)  # started before stacks kept a record
             return pid, False
+        wanted = wanted_ports()
         pid_path().unlink(missing_ok=True)
         libs = ensure_jars()
         java = java_bin()
@@ -417,10 +429,7 @@ def launch() -> tuple[int, bool]:
         ensure_dir(data_dir())
         logs = ensure_dir(logs_dir())
         properties = write_properties(wanted)
-        record.remember("kafka", {
-            "port": wanted[0], "controller_port": wanted[1], "bootstrap": f"{HOST}:{wanted[0]}",
-            "properties": str(properties), "data_dir": str(data_dir()),
-            "log": str(server_log())})
+        _remember(wanted)
         format_storage(properties)
         cmd = [
             java,

@@ -289,6 +289,12 @@ def _ensure_database() -> None:
     raise StackError(f"cannot connect to the local PostgreSQL: {last}\n{tail(log_path())}")
 
 
+def _remember(port: int) -> None:
+    record.remember("postgres", {
+        "port": port, "url": f"postgresql://{USER}@{HOST}:{port}/{DBNAME}",
+        "data_dir": str(data_dir()), "log": str(log_path())})
+
+
 def start(timeout: int = START_TIMEOUT) -> dict[str, Any]:
     """Start the cluster (initdb on first use; no-op if it runs); ensure the database."""
     if external_url():
@@ -300,25 +306,26 @@ def start(timeout: int = START_TIMEOUT) -> dict[str, Any]:
         if not initialized():
             _initdb(bin_dir)
         started = False
-        wanted = wanted_port()
         if running(bin_dir):
             pm = _postmaster_info()
-            if pm is not None and pm[1] != wanted:
+            asked = record.requested_port(PORT_ENV)
+            if pm is not None and asked is not None and pm[1] != asked:
                 raise StackError(
                     f"the local PostgreSQL (pid {pm[0]}) already runs on port {pm[1]}, not "
-                    f"{wanted} ({PORT_ENV}); stop it first (hookstream stack down --only "
+                    f"{asked} ({PORT_ENV}); stop it first (hookstream stack down --only "
                     "postgres) or unset that variable"
                 )
+            if pm is not None and record.recorded_port("postgres") is None:
+                _remember(pm[1])  # started before stacks kept a record
         else:
+            wanted = wanted_port()
             if port_in_use(wanted, HOST):
                 raise StackError(
                     f"port {HOST}:{wanted} is already in use by another process; free it or "
                     f"set {PORT_ENV}"
                 )
             _write_settings(wanted)
-            record.remember("postgres", {
-                "port": wanted, "url": f"postgresql://{USER}@{HOST}:{wanted}/{DBNAME}",
-                "data_dir": str(data_dir()), "log": str(log_path())})
+            _remember(wanted)
             result = _run(
                 [
                     str(bin_dir / "pg_ctl"),

@@ -85,6 +85,11 @@ def wanted_port(env_name: str, component: str, key: str, default: int) -> int:
     return recorded if recorded is not None else default
 
 
+def requested_port(env_name: str) -> int | None:
+    """The port the environment asks for explicitly, if it does."""
+    return wanted_port(env_name, "", "", 0) if os.environ.get(env_name) else None
+
+
 def environment_disagrees(env_name: str, actual: int) -> str | None:
     """A warning when the environment names another port than the running server's."""
     raw = os.environ.get(env_name)
