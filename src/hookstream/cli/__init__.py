@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import traceback
 from importlib import metadata
@@ -116,7 +117,10 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # usage errors (2), --help and --version (0): a return code
         return exc.code if isinstance(exc.code, int) else 2
     debug = debug or args.debug
-    _quiet_clients(debug)
+    from hookstream.cli.services import SERVICES
+
+    if args.command not in SERVICES:  # a service sets up its own (JSON) logging
+        _quiet_clients(debug)
     try:
         from hookstream.core.settings import check_environment
 
@@ -127,6 +131,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.fn(args))
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `hookstream ... | head`: the reader left. Nothing to report; point stdout at
+        # /dev/null so the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except Exception as exc:
         return _report(exc, args, debug)
 
