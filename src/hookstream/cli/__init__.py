@@ -14,7 +14,6 @@ import os
 import sys
 import traceback
 from importlib import metadata
-from typing import Any
 
 from hookstream.cli import failures
 
@@ -119,8 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     debug = debug or args.debug
     from hookstream.cli.services import SERVICES
 
-    if args.command not in SERVICES:  # a service sets up its own (JSON) logging
-        _quiet_clients(debug)
+    if args.command in SERVICES:
+        # A service checks its own environment, logs JSON, and a crash of one keeps its
+        # traceback in that log: none of the command line's error handling applies.
+        return int(args.fn(args))
+    _quiet_clients(debug)
     try:
         from hookstream.core.settings import check_environment
 
@@ -137,10 +139,10 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
     except Exception as exc:
-        return _report(exc, args, debug)
+        return _report(exc, debug)
 
 
-def _report(exc: Exception, args: Any, debug: bool) -> int:
+def _report(exc: Exception, debug: bool) -> int:
     if debug:
         traceback.print_exc()
     explained = failures.describe(exc, **_targets())
