@@ -4,7 +4,8 @@
 
 For each endpoints-per-event value it uses a fresh database (migrated) and a fresh topic
 prefix on the stack the environment points at (HOOKSTREAM_DATABASE_URL,
-HOOKSTREAM_KAFKA_BOOTSTRAP), and runs the real services as processes:
+HOOKSTREAM_KAFKA_BOOTSTRAP; else the local stack's own addresses), and runs the real
+services as processes:
 
 1. relay, best case: the relay is started and idle; N outbox rows are committed in one
    transaction (the commit is t0, its NOTIFY wakes the relay); the clock stops when
@@ -76,8 +77,6 @@ from hookstream.dev.harness import ServiceProcess, pipeline_env
 from hookstream.io.kafka import delete_topics, ensure_topics
 from hookstream.ops.migrate import migrate
 
-DEFAULT_DB = "postgresql://hookstream@127.0.0.1:55432/hookstream"
-DEFAULT_KAFKA = "127.0.0.1:19092"
 TENANTS = 100
 PARTITIONS = 6
 
@@ -526,9 +525,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                    help="extra HOOKSTREAM_<NAME> for the services, e.g. RELAY_BATCH_SIZE=2000")
     args = p.parse_args(argv)
+    from hookstream.dev import localstack
+
+    stack = localstack.env()  # the local stack's recorded addresses, unless named here
     b = Bench(
-        admin_url=os.environ.get("HOOKSTREAM_DATABASE_URL", DEFAULT_DB),
-        bootstrap=os.environ.get("HOOKSTREAM_KAFKA_BOOTSTRAP", DEFAULT_KAFKA),
+        admin_url=os.environ.get("HOOKSTREAM_DATABASE_URL") or stack["HOOKSTREAM_DATABASE_URL"],
+        bootstrap=os.environ.get("HOOKSTREAM_KAFKA_BOOTSTRAP")
+        or stack["HOOKSTREAM_KAFKA_BOOTSTRAP"],
         log_dir=Path(os.environ.get("TMPDIR", "/tmp")) / f"hs-bench-{os.getpid()}",
         profile_dir=args.profile,
         service_env={"HOOKSTREAM_LOG_LEVEL": "WARNING"} | {

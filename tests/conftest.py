@@ -17,8 +17,17 @@ from hookstream.core.topics import Topics
 from hookstream.io.kafka import delete_topics, ensure_topics
 from hookstream.ops.migrate import migrate
 
-DEFAULT_DB = "postgresql://hookstream@127.0.0.1:55432/hookstream"
-DEFAULT_KAFKA = "127.0.0.1:19092"
+
+def stack_addresses() -> tuple[str, str]:
+    """(database URL, Kafka bootstrap) of the servers the tests use: the ones the
+    environment names explicitly (HOOKSTREAM_DATABASE_URL, HOOKSTREAM_KAFKA_BOOTSTRAP), else
+    the local stack's own, as it recorded them (HOOKSTREAM_STACK_DIR and its ports are all
+    a private stack needs)."""
+    from hookstream.dev import localstack
+
+    recorded = localstack.env()
+    return (os.environ.get("HOOKSTREAM_DATABASE_URL") or recorded["HOOKSTREAM_DATABASE_URL"],
+            os.environ.get("HOOKSTREAM_KAFKA_BOOTSTRAP") or recorded["HOOKSTREAM_KAFKA_BOOTSTRAP"])
 
 
 @dataclass(frozen=True)
@@ -32,8 +41,7 @@ class Stack:
 
 @pytest.fixture(scope="session")
 def stack() -> Stack:
-    s = Stack(os.environ.get("HOOKSTREAM_DATABASE_URL", DEFAULT_DB),
-              os.environ.get("HOOKSTREAM_KAFKA_BOOTSTRAP", DEFAULT_KAFKA))
+    s = Stack(*stack_addresses())
     try:
         with psycopg.connect(s.admin_url, connect_timeout=5) as conn:
             conn.execute("SELECT 1")

@@ -51,12 +51,26 @@ def run_service(
     setup_logging(settings.log_level, settings.log_format, name)
     log = logging.getLogger(f"hookstream.{name}")
     registry = CollectorRegistry()
+    built: list[Service] = []
+
+    def health() -> tuple[bool, dict[str, Any]]:
+        if not built:
+            return False, {"service": name, "last_error": "starting"}
+        return built[0].healthy, {"service": name, "last_error": built[0].last_error}
+
+    # The port first: a port already taken is one line and exit 2 before anything starts
+    # (it was an OSError traceback after the service had connected everywhere).
+    try:
+        http = ServiceHTTP(settings.http_host, http_port(settings), registry, health)
+    except OSError as exc:
+        print(f"hookstream {name}: cannot listen on {settings.http_host}:{http_port(settings)}"
+              f" for /metrics and /healthz ({exc.strerror or exc}); stop what uses it or set "
+              f"{_port_variable(settings_cls)}", flush=True)
+        return 2
     samplers = _observers(settings, registry, delivery_stats)
     service = build(settings, registry)
-    http = ServiceHTTP(
-        settings.http_host, http_port(settings), registry,
-        lambda: (service.healthy, {"service": name, "last_error": service.last_error}),
-    ).start()
+    built.append(service)
+    http.start()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         log.info("stopping", extra={"signal": signum})
@@ -74,6 +88,13 @@ def run_service(
             sampler.stop()
     log.info(f"{name} stopped")
     return 0
+
+
+def _port_variable(settings_cls: type) -> str:
+    import dataclasses
+
+    return next((f.metadata["env"] for f in dataclasses.fields(settings_cls)
+                 if f.name == "http_port"), "its HTTP port setting")
 
 
 def tune_gc(gen0_threshold: int) -> None:

@@ -48,6 +48,10 @@ CALLS: dict[tuple[str, str], tuple[Any, Any]] = {
     ("POST", "/v1/tenants/{tenant}/api-keys"): ({}, None),
     ("GET", "/v1/tenants/{tenant}/api-keys"): (None, None),
     ("DELETE", "/v1/api-keys/{key_id}"): (None, None),
+    ("GET", "/v1/outbox/quarantined"): (None, None),
+    ("GET", "/v1/outbox/{event_id}"): (None, None),
+    ("POST", "/v1/outbox/{event_id}/requeue"): (None, None),
+    ("GET", "/v1/dead-letters"): (None, None),
 }
 
 # Routes without an id of acme's: what globex gets instead of acme's data.
@@ -56,6 +60,7 @@ NOT_404 = {
     ("POST", "/v1/endpoints"): 400,  # may not act for another tenant
     ("GET", "/v1/endpoints"): 200,  # ... and acme's endpoint is not in the page
     ("POST", "/v1/endpoints/import"): 207,  # ... with the item refused
+    ("GET", "/v1/outbox/quarantined"): 200,  # ... without acme's row
 }
 
 
@@ -68,6 +73,10 @@ async def acme_world(api: ApiHarness) -> dict[str, str]:
                               " VALUES ('acme', 'replay', %s, '{}', 'succeeded') RETURNING id",
                   (ep["id"],))[0][0]
     key_id = query(api.db_url, "SELECT id FROM api_keys WHERE tenant = 'acme'")[0][0]
+    # the relay set one of acme's outbox rows aside (the same event id as acme's event)
+    query(api.db_url, "INSERT INTO outbox (event_id, tenant, type, payload, quarantined_at,"
+                      " quarantine_reason) VALUES (%s, 'acme', 'invoice.paid', 'x', now(),"
+                      " 'payload is not valid JSON') RETURNING id", (event_id,))
     return {"endpoint_id": ep["id"], "delivery_id": str(delivery_id), "event_id": str(event_id),
             "operation_id": str(op_id), "version": "1", "tenant": "acme", "key_id": str(key_id)}
 
@@ -82,6 +91,7 @@ def acme_state(db_url: str) -> list[Any]:
         query(db_url, "SELECT id, revoked_at FROM api_keys ORDER BY id"),
         query(db_url, "SELECT count(*) FROM operations"),
         query(db_url, "SELECT id FROM tenants ORDER BY id"),
+        query(db_url, "SELECT event_id, quarantined_at, quarantine_reason FROM outbox"),
     ]
 
 
@@ -126,6 +136,9 @@ async def test_globex_lists_never_include_acme(api: ApiHarness) -> None:
     assert (await api.ok("GET", "/v1/endpoints", "globex"))["data"] == []
     assert (await api.ok("GET", "/v1/deliveries", "globex"))["data"] == []
     assert (await api.ok("GET", "/v1/events", "globex"))["data"] == []
+    assert (await api.ok("GET", "/v1/outbox/quarantined", "globex"))["data"] == []
+    mine = await api.ok("GET", "/v1/outbox/quarantined")  # acme sees its own
+    assert [r["reason"] for r in mine["data"]] == ["payload is not valid JSON"]
     code, data, _ = await api.call("GET", "/v1/endpoints", "globex", params={"tenant": "acme"})
     assert code == 400 and data["error"]["field"] == "tenant"
 

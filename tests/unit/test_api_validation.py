@@ -194,3 +194,14 @@ def test_type_matching_follows_the_documented_forms(pattern: str, event_type: st
         assert type_matches(pattern, event_type) == (pattern == event_type)
     else:
         assert type_matches(pattern, event_type) == event_type.startswith(pattern[:-1])
+
+
+def test_a_url_only_the_development_setting_allows_names_that_setting() -> None:
+    for url in ("http://127.0.0.1:8000/hook", "https://localhost/hook", "https://10.1.2.3/"):
+        with pytest.raises(ApiError) as refused:
+            v.endpoint_create({"url": url}, allow_insecure=False)
+        assert "HOOKSTREAM_ALLOW_PRIVATE_TARGETS=true" in refused.value.message, url
+    for url in ("ftp://example.com/", "https://user:pw@example.com/"):  # no setting helps
+        with pytest.raises(ApiError) as refused:
+            v.endpoint_create({"url": url}, allow_insecure=False)
+        assert "HOOKSTREAM_ALLOW_PRIVATE_TARGETS" not in refused.value.message, url

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -26,9 +25,10 @@ from prometheus_client import CollectorRegistry, Counter
 from psycopg.rows import DictRow, dict_row
 from psycopg_pool import AsyncConnectionPool
 
-from hookstream.api import auth, rules, store, views
+from hookstream.api import auth, dead_letter_routes, outbox_routes, rules, store, views
 from hookstream.api import validation as v
 from hookstream.api.errors import ApiError, invalid, unauthorized, unavailable
+from hookstream.api.handling import Ctx, Handler, Route, json_response, page
 from hookstream.api.operations import Operations
 from hookstream.api.tasks import TaskSink, now_utc, replay_tasks
 from hookstream.core.settings import ApiSettings
@@ -82,48 +82,6 @@ class Api:
 API = web.AppKey("hookstream_api", Api)
 SETTINGS = web.AppKey("hookstream_api_settings", ApiSettings)
 REGISTRY = web.AppKey("hookstream_api_registry", CollectorRegistry)
-
-
-@dataclass(frozen=True)
-class Ctx:
-    request: web.Request
-    api: Api
-    principal: auth.Principal
-
-    @property
-    def scope(self) -> str | None:
-        return auth.tenant_scope(self.principal)
-
-    @property
-    def settings(self) -> ApiSettings:
-        return self.api.settings
-
-    async def body(self, *, required: bool = True) -> dict[str, Any]:
-        return v.json_object(await self.request.read(), required=required)
-
-    def query(self, *allowed: str) -> Any:
-        v.only_params(self.request.query, allowed)
-        return self.request.query
-
-    def path_uuid(self, name: str) -> uuid.UUID:
-        return v.uuid_value(self.request.match_info[name], name)
-
-
-Handler = Callable[[Ctx], Awaitable[web.Response]]
-
-
-# -- responses ---------------------------------------------------------------------------
-def json_response(data: Any, status: int = 200, location: str | None = None) -> web.Response:
-    headers = {"Location": location} if location else None
-    return web.Response(body=orjson.dumps(data), status=status, headers=headers,
-                        content_type="application/json")
-
-
-def page(items: list[dict[str, Any]], rows: list[dict[str, Any]], limit: int,
-         key: Callable[[dict[str, Any]], tuple[Any, Any]]) -> web.Response:
-    more = len(rows) > limit
-    cursor = v.encode_cursor(*key(rows[limit - 1])) if more else None
-    return json_response({"data": items[:limit], "next_cursor": cursor})
 
 
 # -- authentication ----------------------------------------------------------------------
@@ -501,8 +459,9 @@ async def openapi(_request: web.Request) -> web.Response:
 
 
 # -- wiring ------------------------------------------------------------------------------
-# (method, path, handler, operator only)
-ROUTES: tuple[tuple[str, str, Handler, bool], ...] = (
+# (method, path, handler, operator only); the outbox and dead-letter routes live in
+# their own modules.
+ROUTES: tuple[Route, ...] = (
     ("GET", "/v1/me", whoami, False),
     ("POST", "/v1/endpoints", create_endpoint, False),
     ("GET", "/v1/endpoints", list_endpoints, False),
@@ -530,6 +489,8 @@ ROUTES: tuple[tuple[str, str, Handler, bool], ...] = (
     ("POST", "/v1/tenants/{tenant}/api-keys", create_tenant_key, True),
     ("GET", "/v1/tenants/{tenant}/api-keys", list_tenant_keys, True),
     ("DELETE", "/v1/api-keys/{key_id}", revoke_key, True),
+    *outbox_routes.ROUTES,
+    *dead_letter_routes.ROUTES,
 )
 
 

@@ -148,8 +148,20 @@ def endpoint_url(value: Any, *, allow_insecure: bool, name: str = "url") -> str:
     try:
         validate_endpoint_url(url, allow_insecure=allow_insecure)
     except UnsafeURL as exc:
-        raise invalid(name, exc.reason) from None
+        raise invalid(name, exc.reason + _development_hint(url, allow_insecure)) from None
     return url
+
+
+def _development_hint(url: str, allow_insecure: bool) -> str:
+    """Say so when the development setting would accept the URL (a local receiver)."""
+    if allow_insecure:
+        return ""
+    try:
+        validate_endpoint_url(url, allow_insecure=True)
+    except UnsafeURL:
+        return ""
+    return ("; for a development receiver (http://, loopback or private addresses) set "
+            "HOOKSTREAM_ALLOW_PRIVATE_TARGETS=true on the API and the dispatcher")
 
 
 def tenant_id(value: Any, name: str = "tenant") -> str:

@@ -419,7 +419,54 @@ class ApiSettings(CommonSettings):
         "how long a console sign-in with an API key lasts")
 
 
-ALL_SETTINGS: tuple[type, ...] = (RelaySettings, FanoutSettings, DispatcherSettings, ApiSettings)
+@dataclass(frozen=True)
+class ClientSettings:
+    """The command line as a client of the control-plane API (``hookstream deliveries``,
+    ``endpoints``, ``events`` ...). It reads no database or Kafka setting: a tenant's
+    operator has a key and a URL, nothing else."""
+
+    api_url: str = env_field(
+        "API_URL", "http://127.0.0.1:8080",
+        doc="where the control-plane API answers (the fanout's HOOKSTREAM_API_PORT)")
+    api_key: str = env_field(
+        "API_KEY", "", doc="an API key (hsk_...): a tenant's, or an operator's for every tenant")
+    api_timeout_s: float = env_field(
+        "API_TIMEOUT_S", 10.0, pos_float, "how long the command line waits for one API answer")
+
+    def __repr__(self) -> str:  # never print the key
+        return f"ClientSettings(api_url={self.api_url!r}, api_key=<{len(self.api_key)} chars>)"
+
+
+ALL_SETTINGS: tuple[type, ...] = (RelaySettings, FanoutSettings, DispatcherSettings, ApiSettings,
+                                  ClientSettings)
+
+
+@dataclass(frozen=True)
+class SettingDoc:
+    env: str
+    default: str
+    doc: str
+
+
+def describe(*classes: type) -> list[SettingDoc]:
+    """Every variable the given settings classes read, with its default as one would
+    write it in the environment (for ``--help``: generated, so it never drifts)."""
+    seen: dict[str, SettingDoc] = {}
+    for cls in classes:
+        for f in dataclasses.fields(cls):
+            var = f.metadata.get("env")
+            if var is None or var in seen:
+                continue
+            seen[var] = SettingDoc(var, _as_env_text(f.default), f.metadata.get("doc", ""))
+    return list(seen.values())
+
+
+def _as_env_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return "(empty)" if value == "" else str(value)
 
 
 def all_env_names() -> set[str]:

@@ -8,16 +8,15 @@ services as processes, writes sample outbox events and waits until every expecte
 
 from __future__ import annotations
 
-import os
 import time
 from collections import Counter
-from pathlib import Path
 
 import psycopg
 
 from hookstream.core.topics import Topics
 from hookstream.dev import localstack
 from hookstream.dev.harness import Pipeline, pipeline_env
+from hookstream.dev.localstack.paths import logs_dir
 from hookstream.dev.receiver import Receiver, ReceiverThread
 from hookstream.endpoints import create_endpoint
 from hookstream.io.kafka import delete_topics, ensure_topics
@@ -82,7 +81,7 @@ def run_demo(events: int = 20, keep_running: bool = False) -> int:
     print(f"== receiver on 127.0.0.1:{receiver.port} with {len(ENDPOINTS)} endpoints "
           "(signatures verified on every request)")
 
-    log_dir = Path(os.environ.get("HOOKSTREAM_STACK_DIR", ".stack")) / "logs" / "demo"
+    log_dir = logs_dir() / "demo"  # the stack's own folder, wherever it is
     pipeline = Pipeline(pipeline_env(database_url=db_url, bootstrap=bootstrap,
                                      topic_prefix=PREFIX, allow_private_targets="true"),
                         log_dir)

@@ -41,6 +41,7 @@ class Arrival:
     body: bytes
     answered: int
     cookie: str | None = None  # a Cookie header, if the sender sent one (it never should)
+    signature: str = ""  # the webhook-signature header, to verify again with another library
 
 
 class Receiver:
@@ -90,7 +91,8 @@ class Receiver:
             name=name, webhook_id=request.headers.get("webhook-id", ""),
             timestamp=int(request.headers.get("webhook-timestamp", "0") or 0),
             received_at=now, verified=verified, error=error, body=body, answered=status,
-            cookie=request.headers.get("cookie")))
+            cookie=request.headers.get("cookie"),
+            signature=request.headers.get("webhook-signature", "")))
         keys = [name, f"group:{behaviour.group}"] if behaviour.group else [name]
         for key in keys:
             self.in_flight[key] += 1

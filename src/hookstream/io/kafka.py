@@ -19,6 +19,15 @@ from hookstream.core.topics import TopicSpec
 from hookstream.policy.membership import MembershipWatch, group_stats
 
 log = logging.getLogger(__name__)
+# librdkafka's own log lines from the admin helpers below go through Python logging here
+# instead of straight to stderr: a command line shows them only with --debug (a
+# broker that cannot be reached is one clear error, not hundreds of connect lines).
+client_log = logging.getLogger(f"{__name__}.client")
+
+
+def _admin(bootstrap: str) -> AdminClient:
+    config: dict[str, Any] = {"bootstrap.servers": bootstrap, "logger": client_log}
+    return AdminClient(config)
 
 
 class BrokerUnavailable(RuntimeError):
@@ -75,9 +84,19 @@ def consumer_config(
     return config
 
 
+def check_reachable(bootstrap: str, timeout_s: float = 5.0) -> None:
+    """Raise BrokerUnavailable unless a broker answers a metadata request in ``timeout_s``."""
+    admin = _admin(bootstrap)
+    try:
+        admin.list_topics(timeout=timeout_s)
+    except KafkaException as exc:
+        raise BrokerUnavailable(
+            f"no answer within {timeout_s:g} s ({exc.args[0].str()})") from exc
+
+
 def ensure_topics(bootstrap: str, specs: Iterable[TopicSpec], timeout_s: float = 30.0) -> list[str]:
     """Create missing topics; returns the names created now. Existing topics are left alone."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = _admin(bootstrap)
     try:
         existing = set(admin.list_topics(timeout=timeout_s).topics)
     except KafkaException as exc:
@@ -101,7 +120,7 @@ def ensure_topics(bootstrap: str, specs: Iterable[TopicSpec], timeout_s: float =
 
 
 def delete_topics(bootstrap: str, names: Iterable[str], timeout_s: float = 30.0) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = _admin(bootstrap)
     names = list(names)
     if not names:
         return
@@ -124,7 +143,7 @@ def warm_group_coordinator(bootstrap: str, topic: str, timeout_s: float = 60.0) 
     started = time.monotonic()
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "hookstream-warmup",
                          "enable.auto.commit": False, "auto.offset.reset": "latest",
-                         "session.timeout.ms": 6_000})
+                         "session.timeout.ms": 6_000, "logger": client_log})
     try:
         consumer.subscribe([topic])
         while time.monotonic() - started < timeout_s:

@@ -19,10 +19,11 @@ def migration_files() -> list[tuple[str, str]]:
     return [(name.removesuffix(".sql"), (folder / name).read_text("utf-8")) for name in names]
 
 
-def migrate(dsn: str) -> list[str]:
+def migrate(dsn: str, *, connect_timeout_s: int | None = None) -> list[str]:
     """Apply pending migrations; returns the versions applied now (empty when up to date)."""
     applied_now: list[str] = []
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    # connect_timeout is a libpq parameter (seconds); None keeps libpq's own default
+    with psycopg.connect(dsn, autocommit=True, connect_timeout=connect_timeout_s) as conn:
         conn.execute("SELECT pg_advisory_lock(%s)", (_LOCK_KEY,))
         try:
             conn.execute(

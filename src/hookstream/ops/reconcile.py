@@ -25,7 +25,6 @@ harness holding the receivers runs against ``attempt_counts``.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -36,15 +35,16 @@ import orjson
 import psycopg
 from psycopg.rows import dict_row
 
+from hookstream.core.times import parse_time
 from hookstream.io import queries
+
+__all__ = ["Gap", "Report", "parse_time", "receiver_gaps", "reconcile"]
 
 DEFAULT_GRACE_S = 300.0
 # As long as the sweeper's default bound: past it, an overdue delivery is a gap.
 DEFAULT_STALL_S = 120.0
 DEFAULT_SAMPLE = 10
 GAP_QUERIES = ("gaps_unpublished", "gaps_not_stored", "gaps_missing_delivery", "gaps_attempts")
-_RELATIVE = re.compile(r"^(?:now)?-(\d+(?:\.\d+)?)([smhd])$")
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 @dataclass(frozen=True)
@@ -63,28 +63,41 @@ class Report:
     counts: dict[str, int]
     states: dict[str, int]
     gaps: list[Gap]
+    grace_s: float = DEFAULT_GRACE_S
 
     @property
     def ok(self) -> bool:
         return not self.gaps
 
+    @property
+    def checked(self) -> bool:
+        """Something was looked at: "no gaps" over nothing is no news."""
+        return (bool(self.gaps) or any(self.states.values())
+                or any(self.counts.get(k) for k in ("published", "quarantined")))
+
+    @property
+    def warnings(self) -> list[str]:
+        out = []
+        if self.cutoff <= self.since:
+            out.append(
+                f"the whole window is inside the grace period (rows younger than "
+                f"--grace-s {self.grace_s:g} s are still moving and are not checked): nothing "
+                f"was checked; give an --until at least {self.grace_s:g} s ago")
+        elif self.cutoff < self.until:
+            out.append(f"the window was cut at {self.cutoff.isoformat()} by the grace period "
+                       f"(--grace-s {self.grace_s:g}): what came later is not checked")
+        if self.cutoff > self.since and not self.checked:
+            out.append("no outbox row was published or quarantined in the window: nothing "
+                       "was checked (a quiet period, or the wrong window?)")
+        return out
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "since": self.since.isoformat(), "until": self.until.isoformat(),
             "cutoff": self.cutoff.isoformat(), "counts": self.counts, "states": self.states,
-            "gaps": [g.__dict__ for g in self.gaps], "ok": self.ok,
+            "gaps": [g.__dict__ for g in self.gaps], "ok": self.ok, "checked": self.checked,
+            "warnings": self.warnings,
         }
-
-
-def parse_time(raw: str, now: datetime) -> datetime:
-    """An ISO-8601 time (naive means UTC), ``now``, or relative to now: ``now-90m``,
-    ``now-2h`` (or ``-2h``, which argparse only takes as ``--since=-2h``)."""
-    if raw == "now":
-        return now
-    if m := _RELATIVE.match(raw):
-        return now - timedelta(seconds=float(m.group(1)) * _UNIT_S[m.group(2)])
-    value = datetime.fromisoformat(raw)
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def reconcile(conn: psycopg.Connection[Any], *, since: datetime, until: datetime,
@@ -124,7 +137,7 @@ def reconcile(conn: psycopg.Connection[Any], *, since: datetime, until: datetime
     finally:
         conn.rollback()
     return Report(since, until, cutoff, {k: int(v) for k, v in counts.items()}, states,
-                  sorted(gaps.values(), key=lambda g: g.kind))
+                  sorted(gaps.values(), key=lambda g: g.kind), grace_s)
 
 
 def explain(conn: psycopg.Connection[Any], *, since: datetime, until: datetime,
@@ -176,14 +189,20 @@ def receiver_gaps(received: Mapping[str, int], attempts: Mapping[str, int],
 # -- command line ----------------------------------------------------------------------
 
 def format_report(report: Report) -> str:
-    lines = [f"window (publication time) {report.since.isoformat()} .. "
-             f"{report.cutoff.isoformat()}"
-             + (" (until cut by the grace period)" if report.cutoff < report.until else "")]
-    lines += [f"  {k:<28} {v:>12,}" for k, v in report.counts.items()]
-    lines.append("deliveries by state:")
-    lines += [f"  {k:<36} {v:>12,}" for k, v in report.states.items()]
+    end = max(report.cutoff, report.since)
+    c = report.counts
+    lines = [f"checked: outbox rows published {report.since.isoformat(timespec='seconds')} .. "
+             f"{end.isoformat(timespec='seconds')}"
+             + (" (until cut by the grace period)" if report.cutoff < report.until else ""),
+             f"  {c.get('published', 0):,} published, {c.get('quarantined', 0):,} quarantined;"
+             f" their {c.get('deliveries', 0):,} deliveries and {c.get('attempts', 0):,} "
+             "attempts"]
+    if report.states:
+        lines.append("deliveries by state:")
+        lines += [f"  {k:<36} {v:>12,}" for k, v in report.states.items()]
     if report.ok:
-        lines.append("no gaps: every event, delivery and attempt is accounted for")
+        lines.append("no gaps: every event, delivery and attempt is accounted for"
+                     if report.checked else "nothing to check in this window (see the warning)")
     for g in report.gaps:
         lines.append(f"GAP {g.kind}: {g.total:,}")
         for i, key in enumerate(g.sample):
@@ -212,33 +231,30 @@ def register(sub: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from hookstream.core.settings import CommonSettings, SettingsError, from_env
+    from hookstream.cli.failures import USAGE, CommandError
+    from hookstream.core.settings import CommonSettings, from_env
+    from hookstream.io.pg import translating
 
-    try:
-        settings = from_env(CommonSettings)
-    except SettingsError as exc:
-        print(f"configuration error: {exc}", file=sys.stderr)
-        return 2
+    settings = from_env(CommonSettings)
     now = datetime.now(UTC)
     try:
         since, until = parse_time(args.since, now), parse_time(args.until, now)
     except ValueError as exc:
-        print(f"bad --since/--until: {exc}", file=sys.stderr)
-        return 2
-    try:
-        with psycopg.connect(settings.database_url) as conn:
-            if args.explain:
-                for name, plan in explain(conn, since=since, until=until, analyze=True,
-                                          stall_s=args.stall_s).items():
-                    print(f"-- {name}\n{plan}\n")
-                return 0
-            report = reconcile(conn, since=since, until=until, grace_s=args.grace_s,
-                               stall_s=args.stall_s, sample=args.sample)
-    except psycopg.OperationalError as exc:
-        print(f"database unavailable: {exc}", file=sys.stderr)
-        return 2
+        raise CommandError(f"bad --since/--until: {exc}", USAGE) from None
+    if until <= since:
+        raise CommandError(f"--until ({args.until}) must be after --since ({args.since})", USAGE)
+    with translating(), psycopg.connect(settings.database_url, connect_timeout=5) as conn:
+        if args.explain:
+            for name, plan in explain(conn, since=since, until=until, analyze=True,
+                                      stall_s=args.stall_s).items():
+                print(f"-- {name}\n{plan}\n")
+            return 0
+        report = reconcile(conn, since=since, until=until, grace_s=args.grace_s,
+                           stall_s=args.stall_s, sample=args.sample)
     if args.json:
         print(orjson.dumps(report.as_dict(), option=orjson.OPT_INDENT_2).decode())
     else:
         print(format_report(report))
+        for warning in report.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
     return 0 if report.ok else 1

@@ -2,10 +2,14 @@
 
 Command line::
 
-    python -m hookstream.dev.localstack up [--only kafka|postgres]
-    python -m hookstream.dev.localstack down [--only kafka|postgres]
-    python -m hookstream.dev.localstack status [--json]
-    python -m hookstream.dev.localstack env        # export HOOKSTREAM_... lines
+    hookstream stack up [--only kafka|postgres] [--json]
+    hookstream stack down [--only kafka|postgres] [--purge]
+    hookstream stack status [--json]
+    hookstream stack env        # export HOOKSTREAM_... lines
+
+(``python -m hookstream.dev.localstack`` takes the same commands, without the schema
+and topics that ``hookstream stack up`` adds.) The stack remembers its ports in its own
+folder (``record``): see that module for which port wins.
 
 From Python (the integration tests restart servers mid-test with these; a restart
 keeps all data: same Kafka cluster id and log dirs, same PostgreSQL data dir)::
@@ -15,18 +19,26 @@ keeps all data: same Kafka cluster id and log dirs, same PostgreSQL data dir)::
     localstack.kafka_stop(); localstack.kafka_start()
     localstack.pg_stop(); localstack.pg_start()
     localstack.down()
+    localstack.purge()         # delete the data of what is stopped
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
 from typing import Any
 
-from hookstream.dev.localstack import kafka, postgres
-from hookstream.dev.localstack.paths import StackError, logs_dir, stack_dir, stack_lock
+from hookstream.dev.localstack import kafka, postgres, record
+from hookstream.dev.localstack.paths import (
+    StackError,
+    logs_dir,
+    remove_tree,
+    stack_dir,
+    stack_lock,
+)
 
 __all__ = [
     "COMPONENTS",
@@ -38,6 +50,7 @@ __all__ = [
     "main",
     "pg_start",
     "pg_stop",
+    "purge",
     "status",
     "up",
 ]
@@ -119,6 +132,22 @@ def down(only: str | None = None) -> dict[str, bool]:
     return stopped
 
 
+def purge(only: str | None = None) -> dict[str, int]:
+    """Delete the data of stopped servers (all of the stack's state without ``only``:
+    data, logs and the record); returns {what: bytes freed}. Refuses a running server."""
+    components = _select(only)
+    freed: dict[str, int] = {}
+    with stack_lock():
+        if "kafka" in components:
+            freed["kafka"] = kafka.purge()
+        if "postgres" in components:
+            freed["postgres"] = postgres.purge()
+        if only is None:
+            freed["logs"] = remove_tree(logs_dir())
+            record.record_path().unlink(missing_ok=True)
+    return freed
+
+
 def status() -> dict[str, Any]:
     """Running/healthy state of both servers, with their addresses and log files."""
     return {
@@ -127,6 +156,7 @@ def status() -> dict[str, Any]:
         "env": env(),
         "stack_dir": str(stack_dir()),
         "logs": str(logs_dir()),
+        "record": str(record.record_path()),
     }
 
 
@@ -134,8 +164,6 @@ def status() -> dict[str, Any]:
 
 
 def _export_lines() -> list[str]:
-    import shlex
-
     return [f"export {k}={shlex.quote(v)}" for k, v in env().items()]
 
 
@@ -152,54 +180,102 @@ def _describe(name: str, info: dict[str, Any]) -> str:
     return f"{name:<9} running   pid {info.get('pid')}  {where}  {health}{extra}"
 
 
+def _warn(info: dict[str, Any]) -> None:
+    for name in COMPONENTS:
+        for warning in info.get(name, {}).get("warnings", ()):
+            print(f"warning: {warning}", file=sys.stderr)
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("bytes", "KB", "MB"):
+        if value < 1024:
+            return f"{n:,} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GB"
+
+
+def add_commands(sub: Any) -> None:
+    """The stack's subcommands, on a subparsers object (``hookstream stack`` and
+    ``python -m hookstream.dev.localstack`` share them)."""
+    p = sub.add_parser(
+        "up", help="start Kafka and PostgreSQL (idempotent) and wait until they answer",
+        description="Start the local Kafka and PostgreSQL on loopback (no-op for what already "
+                    "runs) and wait until both answer. Ports: HOOKSTREAM_STACK_KAFKA_PORT, "
+                    "HOOKSTREAM_STACK_KAFKA_CONTROLLER_PORT, HOOKSTREAM_STACK_PG_PORT when set, "
+                    "else the ports this stack had last time, else 19092/19093/55432; "
+                    "state in HOOKSTREAM_STACK_DIR (default <repo>/.stack).")
+    p.add_argument("--only", choices=COMPONENTS, help="start only this server")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p = sub.add_parser(
+        "down", help="stop them (--purge: and delete their data and logs)",
+        description="Stop what `up` started. --purge then deletes the servers' data, settings "
+                    "and logs and forgets their ports (the resolved Kafka jars are kept).")
+    p.add_argument("--only", choices=COMPONENTS, help="stop only this server")
+    p.add_argument("--purge", action="store_true",
+                   help="also delete the data (topics, databases) and logs")
+    p = sub.add_parser(
+        "status", help="is each server running and answering (exit 0 if so, else 3)",
+        description="Each server's state, pid, address and log, from the stack's own record "
+                    "of its ports. Exit 0 when everything runs and answers, 3 otherwise.")
+    p.add_argument("--json", action="store_true", help="print the state as JSON")
+    sub.add_parser(
+        "env", help="print export lines for the connection settings",
+        description='Print `export HOOKSTREAM_DATABASE_URL=... HOOKSTREAM_KAFKA_BOOTSTRAP=...` '
+                    'for this stack: eval "$(hookstream stack env)".')
+
+
+def run(args: argparse.Namespace) -> int:
+    """Carry out a parsed stack command; raises StackError when it cannot."""
+    action = args.stack_action
+    if action == "env":
+        _warn({"kafka": kafka.status(check_health=False),
+               "postgres": postgres.status(check_health=False)})
+        print("\n".join(_export_lines()))
+        return 0
+    if action == "up":
+        result = up(args.only)
+        if args.json:
+            print(json.dumps(result, indent=2))
+            return 0
+        _warn(result)
+        for name in COMPONENTS:
+            if name in result:
+                print(_describe(name, result[name]))
+        print(f"logs      {result['logs']}  (server.log, kafka.out, postgres.log)")
+        print(f"up in {result['seconds']:.1f} s; connection settings:")
+        print("\n".join(_export_lines()))
+        return 0
+    if action == "down":
+        stopped = down(args.only)
+        for name, was_running in stopped.items():
+            print(f"{name:<9} {'stopped' if was_running else 'was not running'}")
+        if args.purge:
+            for name, freed in purge(args.only).items():
+                print(f"{name:<9} purged ({_size(freed)} freed)")
+        return 0
+    info = status()
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        _warn(info)
+        for name in COMPONENTS:
+            print(_describe(name, info[name]))
+        print(f"stack     {info['stack_dir']}  (ports recorded in {info['record']})")
+        print(f"logs      {info['logs']}")
+    ok = all(info[n].get("healthy") is not False for n in COMPONENTS)
+    return 0 if ok else 3
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m hookstream.dev.localstack",
         description="Local Kafka + PostgreSQL for hookstream, on loopback, without Docker.",
     )
-    sub = parser.add_subparsers(dest="command", required=True)
-    p_up = sub.add_parser("up", help="start (idempotent) and wait until healthy")
-    p_up.add_argument("--only", choices=COMPONENTS)
-    p_up.add_argument("--json", action="store_true", help="print the result as JSON")
-    p_down = sub.add_parser("down", help="stop what up started")
-    p_down.add_argument("--only", choices=COMPONENTS)
-    p_status = sub.add_parser("status", help="exit 0 if all are running and healthy, else 3")
-    p_status.add_argument("--json", action="store_true")
-    sub.add_parser("env", help="print export lines for the connection settings")
+    add_commands(parser.add_subparsers(dest="stack_action", required=True))
     args = parser.parse_args(argv)
-
     try:
-        if args.command == "env":
-            print("\n".join(_export_lines()))
-            return 0
-        if args.command == "up":
-            result = up(args.only)
-            if args.json:
-                print(json.dumps(result, indent=2))
-                return 0
-            for name in COMPONENTS:
-                if name in result:
-                    print(_describe(name, result[name]))
-            print(f"logs      {result['logs']}  (server.log, kafka.out, postgres.log)")
-            print(f"up in {result['seconds']:.1f} s; connection settings:")
-            print("\n".join(_export_lines()))
-            return 0
-        if args.command == "down":
-            stopped = down(args.only)
-            for name, was_running in stopped.items():
-                print(f"{name:<9} {'stopped' if was_running else 'was not running'}")
-            return 0
-        # status
-        info = status()
-        if args.json:
-            print(json.dumps(info, indent=2))
-        else:
-            for name in COMPONENTS:
-                print(_describe(name, info[name]))
-            print(f"stack     {info['stack_dir']}")
-            print(f"logs      {info['logs']}")
-        ok = all(info[n].get("healthy") is not False for n in COMPONENTS)
-        return 0 if ok else 3
+        return run(args)
     except StackError as exc:
         print(f"localstack: error: {exc}", file=sys.stderr)
         return 1

@@ -27,14 +27,15 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
+from hookstream.dev.localstack import record
 from hookstream.dev.localstack.paths import (
     StackError,
     ensure_dir,
-    env_port,
     logs_dir,
     package_file,
     port_in_use,
     port_open,
+    remove_tree,
     repo_root,
     stack_dir,
     stack_lock,
@@ -79,12 +80,29 @@ _rdkafka_log = logging.getLogger("hookstream.dev.localstack.rdkafka")
 # --------------------------------------------------------------------------- settings
 
 
+def wanted_ports() -> tuple[int, int]:
+    """(port, controller port) the broker starts on (``record.wanted_port``)."""
+    return (record.wanted_port(PORT_ENV, "kafka", "port", DEFAULT_PORT),
+            record.wanted_port(CONTROLLER_PORT_ENV, "kafka", "controller_port",
+                               DEFAULT_CONTROLLER_PORT))
+
+
+def _ports() -> tuple[int, int]:
+    # While the stack believes its broker runs (a pid file), its ports are the ones the
+    # broker was started with: those in the server.properties it was given.
+    if pid_path().exists():
+        started = _properties_ports(properties_path())
+        if started is not None:
+            return started
+    return wanted_ports()
+
+
 def port() -> int:
-    return env_port(PORT_ENV, DEFAULT_PORT)
+    return _ports()[0]
 
 
 def controller_port() -> int:
-    return env_port(CONTROLLER_PORT_ENV, DEFAULT_CONTROLLER_PORT)
+    return _ports()[1]
 
 
 def bootstrap() -> str:
@@ -243,11 +261,11 @@ def run_tool(
 # --------------------------------------------------------------------------- config + storage
 
 
-def write_properties() -> Path:
-    """Render ``server.properties`` for the current ports into the stack folder."""
+def write_properties(ports: tuple[int, int]) -> Path:
+    """Render ``server.properties`` for ``ports`` (broker, controller) into the stack folder."""
     template = Template(package_file("server.properties").read_text())
     log_dirs = str(data_dir()).replace("\\", "\\\\")
-    text = template.substitute(port=port(), controller_port=controller_port(), log_dirs=log_dirs)
+    text = template.substitute(port=ports[0], controller_port=ports[1], log_dirs=log_dirs)
     path = properties_path()
     ensure_dir(path.parent)
     tmp = path.with_suffix(".tmp")
@@ -373,22 +391,36 @@ def _admin_ready(timeout: float) -> int | None:
     return len(metadata.brokers)
 
 
+def _remember(ports: tuple[int, int]) -> None:
+    record.remember("kafka", {
+        "port": ports[0], "controller_port": ports[1], "bootstrap": f"{HOST}:{ports[0]}",
+        "properties": str(properties_path()), "data_dir": str(data_dir()),
+        "log": str(server_log())})
+
+
 def launch() -> tuple[int, bool]:
     """Start the broker JVM unless it runs; returns (pid, started_now). Does not wait."""
     with stack_lock():
         pid = _running_pid()
         if pid is not None:
             ports = _properties_ports(properties_path())
-            if ports is not None and ports != (port(), controller_port()):
+            asked = (record.requested_port(PORT_ENV), record.requested_port(CONTROLLER_PORT_ENV))
+            if ports is not None and any(a is not None and a != p
+                                         for a, p in zip(asked, ports, strict=True)):
                 raise StackError(
                     f"the local Kafka (pid {pid}) already runs on ports {ports[0]}/{ports[1]}, "
-                    f"not {port()}/{controller_port()}; stop it first (down --only kafka)"
+                    f"not {asked[0] or ports[0]}/{asked[1] or ports[1]} ({PORT_ENV} / "
+                    f"{CONTROLLER_PORT_ENV}); stop it first (hookstream stack down --only "
+                    "kafka) or unset those variables"
                 )
+            if ports is not None and record.recorded_port("kafka") is None:
+                _remember(ports)  # started before stacks kept a record
             return pid, False
+        wanted = wanted_ports()
         pid_path().unlink(missing_ok=True)
         libs = ensure_jars()
         java = java_bin()
-        for p in (port(), controller_port()):
+        for p in wanted:
             if port_in_use(p, HOST):
                 raise StackError(
                     f"port {HOST}:{p} is already in use by another process (not this stack's "
@@ -396,7 +428,8 @@ def launch() -> tuple[int, bool]:
                 )
         ensure_dir(data_dir())
         logs = ensure_dir(logs_dir())
-        properties = write_properties()
+        properties = write_properties(wanted)
+        _remember(wanted)
         format_storage(properties)
         cmd = [
             java,
@@ -480,6 +513,17 @@ def stop(timeout: float = STOP_TIMEOUT) -> bool:
         return True
 
 
+def purge() -> int:
+    """Delete the broker's data, settings and cluster id (it must be stopped) and forget
+    its ports; returns the bytes freed. The resolved jars are kept."""
+    with stack_lock():
+        if _running_pid() is not None:
+            raise StackError("the local Kafka is running; stop it first (hookstream stack down)")
+        freed = remove_tree(kafka_dir())
+        record.forget("kafka")
+        return freed
+
+
 def status(check_health: bool = True) -> dict[str, Any]:
     pid = _running_pid()
     info: dict[str, Any] = {
@@ -494,6 +538,12 @@ def status(check_health: bool = True) -> dict[str, Any]:
     }
     if cluster_id_path().exists():
         info["cluster_id"] = cluster_id_path().read_text().strip()
+    if pid is not None:
+        warnings = [w for w in (record.environment_disagrees(PORT_ENV, port()),
+                                record.environment_disagrees(CONTROLLER_PORT_ENV,
+                                                             controller_port())) if w]
+        if warnings:
+            info["warnings"] = warnings
     if pid is not None and check_health:
         info["healthy"] = port_open(port(), HOST) and (_admin_ready(5.0) or 0) >= 1
     return info

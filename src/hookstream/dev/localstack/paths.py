@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 import socket
 import threading
 from collections.abc import Iterator
@@ -127,19 +128,6 @@ def stack_lock() -> Iterator[None]:
                 _lock_fd = None
 
 
-def env_port(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if not raw:
-        return default
-    try:
-        port = int(raw)
-    except ValueError:
-        raise StackError(f"{name}={raw!r} is not a port number") from None
-    if not 1 <= port <= 65535:
-        raise StackError(f"{name}={raw!r} is not a port number")
-    return port
-
-
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
     """True if something already listens on host:port (binding with SO_REUSEADDR fails)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -158,3 +146,22 @@ def port_open(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
             return True
     except OSError:
         return False
+
+
+def tree_size(path: Path) -> int:
+    """Bytes under ``path`` (0 if it does not exist); unreadable entries are skipped."""
+    total = 0
+    for folder, _dirs, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(folder, name)).st_size
+    return total
+
+
+def remove_tree(path: Path) -> int:
+    """Delete ``path`` and everything under it; returns the bytes freed."""
+    if not path.exists():
+        return 0
+    size = tree_size(path)
+    shutil.rmtree(path)
+    return size

@@ -24,12 +24,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from hookstream.dev.localstack import record
 from hookstream.dev.localstack.paths import (
     StackError,
     ensure_dir,
-    env_port,
     logs_dir,
     port_in_use,
+    remove_tree,
     stack_dir,
     stack_lock,
     tail,
@@ -49,8 +50,16 @@ STOP_TIMEOUT = 60
 _INCLUDE_LINE = "include_if_exists = 'hookstream.conf'"
 
 
+def wanted_port() -> int:
+    """The port the server starts on (``record.wanted_port``)."""
+    return record.wanted_port(PORT_ENV, "postgres", "port", DEFAULT_PORT)
+
+
 def port() -> int:
-    return env_port(PORT_ENV, DEFAULT_PORT)
+    # While the cluster has a postmaster.pid, the server's port is the one it started
+    # with (line 4 of that file), whatever the environment says now.
+    pm = _postmaster_info()
+    return pm[1] if pm is not None else wanted_port()
 
 
 def external_url() -> str | None:
@@ -221,15 +230,15 @@ def _initdb(bin_dir: Path) -> None:
         _write_owned(conf, text.rstrip("\n") + f"\n\n# hookstream local stack\n{_INCLUDE_LINE}\n")
 
 
-def _write_settings() -> None:
+def _write_settings(port: int) -> None:
     sock = socket_dir()
     # sun_path holds 107 bytes: with a deep stack folder, go without the unix socket
-    sockets = str(sock) if len(f"{sock}/.s.PGSQL.{port()}") < 100 else ""
+    sockets = str(sock) if len(f"{sock}/.s.PGSQL.{port}") < 100 else ""
     _write_owned(
         data_dir() / "hookstream.conf",
         "# Written by hookstream.dev.localstack.postgres before every start; edits are lost.\n"
         "listen_addresses = '127.0.0.1'\n"
-        f"port = {port()}\n"
+        f"port = {port}\n"
         f"unix_socket_directories = '{sockets}'\n"
         "max_connections = 200\n"
         "shared_buffers = 128MB\n",
@@ -280,6 +289,12 @@ def _ensure_database() -> None:
     raise StackError(f"cannot connect to the local PostgreSQL: {last}\n{tail(log_path())}")
 
 
+def _remember(port: int) -> None:
+    record.remember("postgres", {
+        "port": port, "url": f"postgresql://{USER}@{HOST}:{port}/{DBNAME}",
+        "data_dir": str(data_dir()), "log": str(log_path())})
+
+
 def start(timeout: int = START_TIMEOUT) -> dict[str, Any]:
     """Start the cluster (initdb on first use; no-op if it runs); ensure the database."""
     if external_url():
@@ -293,18 +308,24 @@ def start(timeout: int = START_TIMEOUT) -> dict[str, Any]:
         started = False
         if running(bin_dir):
             pm = _postmaster_info()
-            if pm is not None and pm[1] != port():
+            asked = record.requested_port(PORT_ENV)
+            if pm is not None and asked is not None and pm[1] != asked:
                 raise StackError(
                     f"the local PostgreSQL (pid {pm[0]}) already runs on port {pm[1]}, not "
-                    f"{port()}; stop it first (down --only postgres)"
+                    f"{asked} ({PORT_ENV}); stop it first (hookstream stack down --only "
+                    "postgres) or unset that variable"
                 )
+            if pm is not None and record.recorded_port("postgres") is None:
+                _remember(pm[1])  # started before stacks kept a record
         else:
-            if port_in_use(port(), HOST):
+            wanted = wanted_port()
+            if port_in_use(wanted, HOST):
                 raise StackError(
-                    f"port {HOST}:{port()} is already in use by another process; free it or "
+                    f"port {HOST}:{wanted} is already in use by another process; free it or "
                     f"set {PORT_ENV}"
                 )
-            _write_settings()
+            _write_settings(wanted)
+            _remember(wanted)
             result = _run(
                 [
                     str(bin_dir / "pg_ctl"),
@@ -363,6 +384,20 @@ def stop(timeout: int = STOP_TIMEOUT) -> bool:
         return True
 
 
+def purge() -> int:
+    """Delete the cluster (it must be stopped) and forget its port; returns the bytes
+    freed. Nothing happens to an external database."""
+    if external_url():
+        return 0
+    with stack_lock():
+        if running():
+            raise StackError("the local PostgreSQL is running; stop it first "
+                             "(hookstream stack down)")
+        freed = remove_tree(pg_dir())
+        record.forget("postgres")
+        return freed
+
+
 def status(check_health: bool = True) -> dict[str, Any]:
     ext = external_url()
     if ext:
@@ -378,6 +413,8 @@ def status(check_health: bool = True) -> dict[str, Any]:
         "log": str(log_path()),
         "healthy": False,
     }
+    if pm is not None and (warning := record.environment_disagrees(PORT_ENV, pm[1])):
+        info["warnings"] = [warning]
     if is_running and check_health:
         try:
             with _connect(DBNAME, timeout=5) as conn:

@@ -1,0 +1,16 @@
+"""The operator's and the tenant's daily commands, as clients of the control-plane API
+(``HOOKSTREAM_API_URL``, ``HOOKSTREAM_API_KEY``): one command per API operation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hookstream.api.commands import deliveries, endpoints, operations, outbox, whoami
+
+
+def register(sub: Any) -> None:
+    whoami.register(sub)
+    endpoints.register(sub)
+    deliveries.register(sub)
+    operations.register(sub)
+    outbox.register(sub)

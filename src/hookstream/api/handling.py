@@ -1,0 +1,67 @@
+"""What every route handler works with: the request's context (who calls, the API's
+resources, the parsed body and query) and the JSON responses. Kept apart from the route
+table in ``app`` so that route modules (``app``, ``outbox_routes`` ...) share it without
+importing each other."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+from aiohttp import web
+
+from hookstream.api import auth
+from hookstream.api import validation as v
+from hookstream.core.settings import ApiSettings
+
+if TYPE_CHECKING:
+    from hookstream.api.app import Api
+
+
+@dataclass(frozen=True)
+class Ctx:
+    request: web.Request
+    api: Api
+    principal: auth.Principal
+
+    @property
+    def scope(self) -> str | None:
+        return auth.tenant_scope(self.principal)
+
+    @property
+    def settings(self) -> ApiSettings:
+        return self.api.settings
+
+    async def body(self, *, required: bool = True) -> dict[str, Any]:
+        return v.json_object(await self.request.read(), required=required)
+
+    def query(self, *allowed: str) -> Any:
+        v.only_params(self.request.query, allowed)
+        return self.request.query
+
+    def path_uuid(self, name: str) -> uuid.UUID:
+        return v.uuid_value(self.request.match_info[name], name)
+
+
+Handler = Callable[[Ctx], Awaitable[web.Response]]
+
+
+# -- responses ---------------------------------------------------------------------------
+def json_response(data: Any, status: int = 200, location: str | None = None) -> web.Response:
+    headers = {"Location": location} if location else None
+    return web.Response(body=orjson.dumps(data), status=status, headers=headers,
+                        content_type="application/json")
+
+
+def page(items: list[dict[str, Any]], rows: list[dict[str, Any]], limit: int,
+         key: Callable[[dict[str, Any]], tuple[Any, Any]]) -> web.Response:
+    more = len(rows) > limit
+    cursor = v.encode_cursor(*key(rows[limit - 1])) if more else None
+    return json_response({"data": items[:limit], "next_cursor": cursor})
+
+
+# (method, path, handler, operator only): the shape of every route table.
+Route = tuple[str, str, Handler, bool]

@@ -1,0 +1,5 @@
+import sys
+
+from hookstream.cli import main
+
+sys.exit(main())
