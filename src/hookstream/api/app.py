@@ -305,23 +305,24 @@ async def replay_delivery(c: Ctx) -> web.Response:
     return response
 
 
-async def _start_operation(c: Ctx, kind: str) -> web.Response:
-    c.query()
-    body = await c.body(required=kind == "replay")
-    endpoint_id = c.path_uuid("endpoint_id")
+async def start_endpoint_operation(api: Api, scope: Any, endpoint_id: Any, kind: str,
+                                   body: dict[str, Any], *, by_events: bool) -> dict[str, Any]:
+    """A bulk replay or a recovery of one endpoint, recorded and started (the JSON API
+    and the console share it): the endpoint locked, the range validated, a disabled
+    endpoint re-enabled by a recovery, the operation row written; its work runs after."""
     now = now_utc()
-    async with c.api.conn() as conn:
-        ep = await store.get_endpoint(conn, endpoint_id, c.scope, lock=True)
+    async with api.conn() as conn:
+        ep = await store.get_endpoint(conn, endpoint_id, scope, lock=True)
         extra: dict[str, Any] = {}
         if kind == "replay":
             if (refusal := rules.replay_refusal("dead", ep["status"])) is not None:
                 raise refusal
-            replay = v.replay_range(body, now=now, oldest=c.api.oldest(),
+            replay = v.replay_range(body, now=now, oldest=api.oldest(),
                                     default_statuses=v.REPLAYABLE, allowed=v.REPLAYABLE,
-                                    by_events=True)
+                                    by_events=by_events)
         else:
             replay = v.replay_range(
-                body, now=now, oldest=c.api.oldest(), default_statuses=v.RECOVERABLE,
+                body, now=now, oldest=api.oldest(), default_statuses=v.RECOVERABLE,
                 allowed=v.REPLAYABLE, since_required=False,
                 default_since=ep["first_failure_at"] or now - RECOVER_LOOKBACK)
             extra["reenabled"] = ep["status"] != "active"
@@ -329,8 +330,16 @@ async def _start_operation(c: Ctx, kind: str) -> web.Response:
                 await store.set_endpoint_status(conn, endpoint_id, "active")
         op = await store.create_operation(
             conn, tenant=ep["tenant"], kind=kind, endpoint_id=endpoint_id, replay=replay,
-            extra=extra, owner=c.api.operations.owner, lease_s=c.settings.operation_lease_s)
-    c.api.operations.start(op["id"])
+            extra=extra, owner=api.operations.owner, lease_s=api.settings.operation_lease_s)
+    api.operations.start(op["id"])
+    return op
+
+
+async def _start_operation(c: Ctx, kind: str) -> web.Response:
+    c.query()
+    body = await c.body(required=kind == "replay")
+    op = await start_endpoint_operation(c.api, c.scope, c.path_uuid("endpoint_id"), kind,
+                                        body, by_events=True)
     return json_response(views.operation(op), 202, f"/v1/operations/{op['id']}")
 
 

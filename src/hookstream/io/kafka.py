@@ -38,6 +38,9 @@ def producer_config(bootstrap: str, client_id: str, **overrides: object) -> dict
     config: dict[str, object] = {
         "bootstrap.servers": bootstrap,
         "client.id": client_id,
+        # librdkafka's own lines through Python logging (the service's log format and
+        # level), not raw on stderr.
+        "logger": client_log,
         # Idempotence forces acks=all and bounded in-flight requests, so a retried
         # send never duplicates or reorders within a partition.
         "enable.idempotence": True,
@@ -63,6 +66,7 @@ def consumer_config(
         "bootstrap.servers": bootstrap,
         "group.id": group_id,
         "client.id": client_id,
+        "logger": client_log,
         # Offsets are committed by the service only after the outcome is durable.
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,

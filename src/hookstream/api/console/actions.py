@@ -15,7 +15,7 @@ from aiohttp import web
 
 from hookstream.api import auth, rules, store
 from hookstream.api import validation as v
-from hookstream.api.app import RECOVER_LOOKBACK
+from hookstream.api.app import start_endpoint_operation
 from hookstream.api.console import forms
 from hookstream.api.console.context import api_of, form, page, see_other, viewer
 from hookstream.api.errors import ApiError
@@ -120,27 +120,8 @@ async def _start_operation(request: web.Request, kind: str) -> web.Response:
     data = await form(request)
     api = api_of(request)
     body = forms.replay_body(data, data.getall("statuses", []))
-    now = now_utc()
-    async with api.conn() as conn:
-        ep = await store.get_endpoint(conn, endpoint_id, viewing.scope, lock=True)
-        extra: dict[str, Any] = {}
-        if kind == "replay":
-            if (refusal := rules.replay_refusal("dead", ep["status"])) is not None:
-                raise refusal
-            replay = v.replay_range(body, now=now, oldest=api.oldest(),
-                                    default_statuses=v.REPLAYABLE, allowed=v.REPLAYABLE)
-        else:
-            replay = v.replay_range(
-                body, now=now, oldest=api.oldest(), default_statuses=v.RECOVERABLE,
-                allowed=v.REPLAYABLE, since_required=False,
-                default_since=ep["first_failure_at"] or now - RECOVER_LOOKBACK)
-            extra["reenabled"] = ep["status"] != "active"
-            if extra["reenabled"]:
-                await store.set_endpoint_status(conn, endpoint_id, "active")
-        op = await store.create_operation(
-            conn, tenant=ep["tenant"], kind=kind, endpoint_id=endpoint_id, replay=replay,
-            extra=extra, owner=api.operations.owner, lease_s=api.settings.operation_lease_s)
-    api.operations.start(op["id"])
+    op = await start_endpoint_operation(api, viewing.scope, endpoint_id, kind, body,
+                                        by_events=False)
     raise see_other(f"/console/operations/{op['id']}")
 
 

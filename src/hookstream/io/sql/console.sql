@@ -28,7 +28,7 @@ ORDER BY d.updated_at DESC, d.delivery_id DESC
 LIMIT %(limit)s
 
 -- name: quarantined_outbox
--- Newest first, keyset-paginated on outbox_quarantined; the payload is cut to an
+-- Newest first, keyset-paginated on outbox_quarantined_by_id; the payload is cut to an
 -- excerpt (a quarantined row may be the one that was too large).
 SELECT id, event_id, tenant, type, schema_version, created_at, quarantined_at,
        quarantine_reason, length(payload) AS payload_bytes,
