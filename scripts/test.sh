@@ -5,4 +5,6 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 .venv/bin/ruff check src services tests benchmarks
+# Types of the shipped code (tests and benchmarks are checked by ruff only).
+.venv/bin/mypy src services
 .venv/bin/pytest -p no:cacheprovider "$@"

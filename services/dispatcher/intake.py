@@ -204,7 +204,10 @@ class Intake:
         ep.defer_cursor = backlog.compressed(ep.defer_cursor, now, factor)
         ep.planned_rate = rate
         self._metrics.caught_up.inc()
-        self._spawn(self._db(self._store.pull_forward, row.id, now, factor))
+        self._spawn(self._pull_forward(row.id, now, factor))
+
+    async def _pull_forward(self, endpoint_id: uuid.UUID, now: float, factor: float) -> None:
+        await self._db(self._store.pull_forward, endpoint_id, now, factor)
 
     def evict(self, eviction: Eviction) -> None:
         """Queued tasks of an endpoint its circuit just paused (deferred until the pause

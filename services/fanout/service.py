@@ -10,7 +10,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from confluent_kafka import Message
@@ -347,6 +347,7 @@ class Fanout:
 def _next_offsets(messages: list[Message]) -> dict[TP, int]:
     highest: dict[TP, int] = {}
     for m in messages:
-        key = (m.topic(), m.partition())
-        highest[key] = max(highest.get(key, -1), m.offset())
+        # A consumed record always has its topic, partition and offset.
+        key = cast(TP, (m.topic(), m.partition()))
+        highest[key] = max(highest.get(key, -1), cast(int, m.offset()))
     return {tp: o + 1 for tp, o in highest.items()}

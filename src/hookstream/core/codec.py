@@ -16,7 +16,7 @@ from datetime import datetime
 from enum import StrEnum
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, cast
 
 import fastavro
 
@@ -49,7 +49,8 @@ def _decode(name: str, data: bytes) -> dict[str, Any]:
         raise CodecError(f"{name}: not a hookstream record (bad magic)")
     schema = _schema(name, data[1])
     try:
-        return fastavro.schemaless_reader(io.BytesIO(data[2:]), schema, None)  # type: ignore[no-any-return,arg-type]
+        record = fastavro.schemaless_reader(io.BytesIO(data[2:]), schema, None)  # type: ignore[arg-type]
+        return cast(dict[str, Any], record)  # our schemas are all records
     except Exception as exc:  # fastavro raises several types for corrupt input
         raise CodecError(f"{name}: corrupt record: {exc}") from exc
 

@@ -9,7 +9,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
@@ -156,8 +156,11 @@ def warm_group_coordinator(bootstrap: str, topic: str, timeout_s: float = 60.0) 
             if assigned:
                 try:
                     positions = consumer.position(assigned)
-                    consumer.commit(offsets=[tp for tp in positions if tp.offset >= 0] or None,
-                                    asynchronous=False)
+                    committable = [tp for tp in positions if tp.offset >= 0]
+                    if committable:
+                        consumer.commit(offsets=committable, asynchronous=False)
+                    else:  # nothing consumed yet: still one commit round trip (_NO_OFFSET)
+                        consumer.commit(asynchronous=False)
                 except KafkaException as exc:
                     if exc.args[0].code() != KafkaError._NO_OFFSET:
                         continue
@@ -216,7 +219,7 @@ class _Batch:
 
     __slots__ = ("_lock", "_signal", "failed", "pending", "reported")
 
-    def __init__(self, n: int, signal: Callable[[], None]):
+    def __init__(self, n: int, signal: Callable[[], object]):
         self._lock = threading.Lock()
         self._signal = signal
         self.failed: list[Failed] = []
@@ -296,7 +299,9 @@ class Publisher:
         producer = self._producer
         try:
             producer.produce(record.topic, key=record.key, value=record.value,
-                             headers=record.headers, on_delivery=batch.reporter(i, record))
+                             # (its stub wants list[tuple[str, str | bytes | None]])
+                             headers=cast(Any, record.headers),
+                             on_delivery=batch.reporter(i, record))
             return True
         except BufferError:
             return False
@@ -585,12 +590,14 @@ class GroupConsumer:
             messages = consume_available(self._consumer, max_records, timeout_s, gather_s)
         good, error = without_errors(messages)
         for msg in good:
-            tp = (msg.topic(), msg.partition())
+            # A consumed record (no error) always has its topic, partition and offset.
+            tp = cast(TP, (msg.topic(), msg.partition()))
+            offset = cast(int, msg.offset())
             span = self._uncommitted.get(tp)
             if span is None:
-                self._uncommitted[tp] = [msg.offset(), msg.offset()]
+                self._uncommitted[tp] = [offset, offset]
             else:
-                span[1] = max(span[1], msg.offset())
+                span[1] = max(span[1], offset)
         if good:
             self._answered()
         if self._fatal is not None:
