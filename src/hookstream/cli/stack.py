@@ -32,7 +32,7 @@ def cmd_stack(args: argparse.Namespace) -> int:
 
         settings = _stack_settings()
         applied = provision.migrate(settings)
-        created = provision.topics(settings, 6)
+        created = provision.topics(settings)
         took = warm_group_coordinator(settings.kafka_bootstrap,
                                       provision.Topics(settings.topic_prefix).events)
         if not args.json:
