@@ -588,11 +588,8 @@ def launch(count: int | None = None) -> tuple[int, bool]:
         for node in range(1, total + 1):
             ensure_dir(data_dir(node))
             format_storage(write_properties(wanted, node, total), node, total)
-        first = 0
-        for node in range(1, total + 1):
-            pid = pids[node] if pids[node] is not None else _spawn(node, libs, java)
-            first = first or pid
-        return first, True
+        spawned = {n: pids[n] or _spawn(n, libs, java) for n in range(1, total + 1)}
+        return spawned[1], True
 
 
 def _pid_file(node: int) -> int | None:
