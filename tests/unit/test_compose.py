@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from hookstream.cli import main as cli_main
-from hookstream.core.settings import all_env_names
+from hookstream.core.settings import CommonSettings, all_env_names, from_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,7 +69,73 @@ def test_database_url_matches_the_postgres_service(compose: dict[str, Any]) -> N
         m = re.match(r"postgresql://(\w+):(\w+)@postgres:5432/(\w+)$", url)
         assert m, url
         assert m.groups() == (pg["POSTGRES_USER"], pg["POSTGRES_PASSWORD"], pg["POSTGRES_DB"])
-        assert svc["environment"]["HOOKSTREAM_KAFKA_BOOTSTRAP"] == "kafka:9092"
+        assert svc["environment"]["HOOKSTREAM_KAFKA_BOOTSTRAP"] == ",".join(
+            _advertised(b) for b in _brokers(compose).values())
+
+
+# -- Kafka: three KRaft brokers, and topics replicated 3 / min ISR 2 (issue #16) -----------
+
+
+def _brokers(compose: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """service name → environment, for every Kafka service."""
+    return {name: svc["environment"] for name, svc in compose["services"].items()
+            if svc.get("image", "").startswith("apache/kafka:")}
+
+
+def _advertised(env: dict[str, str]) -> str:
+    (listener,) = [x for x in env["KAFKA_ADVERTISED_LISTENERS"].split(",")
+                   if x.startswith("PLAINTEXT://")]
+    return listener.removeprefix("PLAINTEXT://")
+
+
+def test_three_kraft_brokers_form_one_quorum(compose: dict[str, Any]) -> None:
+    brokers = _brokers(compose)
+    assert len(brokers) == 3, sorted(brokers)
+    assert len({env["CLUSTER_ID"] for env in brokers.values()}) == 1
+    assert sorted(env["KAFKA_NODE_ID"] for env in brokers.values()) == ["1", "2", "3"]
+    voters = {env["KAFKA_CONTROLLER_QUORUM_VOTERS"] for env in brokers.values()}
+    assert len(voters) == 1
+    port = next(iter(brokers.values()))["KAFKA_LISTENERS"].split("CONTROLLER://:")[1]
+    assert voters.pop().split(",") == [
+        f"{env['KAFKA_NODE_ID']}@{name}:{port}" for name, env in sorted(brokers.items())]
+    for name, env in brokers.items():
+        assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"
+        assert _advertised(env) == f"{name}:9092"  # each advertises itself, not a neighbour
+    volumes = {v.split(":")[0] for name in brokers
+               for v in compose["services"][name]["volumes"]}
+    assert len(volumes) == len(brokers)  # one log directory each
+
+
+def test_topics_are_replicated_three_ways_with_two_in_sync(compose: dict[str, Any]) -> None:
+    brokers = _brokers(compose)
+    topics = compose["services"]["topics"]
+    # the settings the topics command really reads (and checks), not just the strings
+    settings = from_env(CommonSettings, {k: v for k, v in topics["environment"].items()
+                                         if k.startswith("HOOKSTREAM_")})
+    assert settings.topic_replication_factor == 3 == len(brokers)
+    assert settings.topic_min_insync_replicas == 2
+    assert "--partitions" not in topics["command"]  # the settings decide, as everywhere
+    for name in brokers:
+        assert topics["depends_on"][name]["condition"] == "service_healthy"
+    for env in brokers.values():
+        # Kafka's own topics: the consumer offsets and the idempotent/transactional
+        # producer state are as precious as the records.
+        assert env["KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR"] == "3"
+        assert env["KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR"] == "3"
+        assert env["KAFKA_TRANSACTION_STATE_LOG_MIN_ISR"] == "2"
+        assert env["KAFKA_SHARE_COORDINATOR_STATE_TOPIC_REPLICATION_FACTOR"] == "3"
+        assert env["KAFKA_SHARE_COORDINATOR_STATE_TOPIC_MIN_ISR"] == "2"
+        assert env["KAFKA_MIN_INSYNC_REPLICAS"] == "2"
+        assert env["KAFKA_UNCLEAN_LEADER_ELECTION_ENABLE"] == "false"
+        assert env["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false"
+
+
+def test_every_service_uses_the_same_topic_layout(compose: dict[str, Any]) -> None:
+    names = ("HOOKSTREAM_TOPIC_PARTITIONS", "HOOKSTREAM_TOPIC_REPLICATION_FACTOR",
+             "HOOKSTREAM_TOPIC_MIN_INSYNC_REPLICAS")
+    layouts = {name: tuple(svc["environment"].get(n) for n in names)
+               for name, svc in _ours(compose).items()}
+    assert len(set(layouts.values())) == 1, layouts
 
 
 def test_dockerfile_ships_what_the_package_needs() -> None:

@@ -4,10 +4,13 @@ need. Both are idempotent and fail within seconds when their server cannot be re
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
+from hookstream.cli.failures import REFUSED, USAGE, CommandError
 from hookstream.core.settings import CommonSettings, from_env
-from hookstream.core.topics import Topics
+from hookstream.core.topic_check import Mismatch, check_existing
+from hookstream.core.topics import Topics, TopicSpec
 from hookstream.io.pg import translating
 
 # An unreachable server is reported in seconds, not after the driver's own minutes.
@@ -21,12 +24,52 @@ def migrate(settings: CommonSettings) -> list[str]:
         return apply(settings.database_url, connect_timeout_s=CONNECT_TIMEOUT_S)
 
 
-def topics(settings: CommonSettings, partitions: int) -> list[str]:
-    from hookstream.io.kafka import check_reachable, ensure_topics
+def topic_specs(settings: CommonSettings, partitions: int | None = None) -> list[TopicSpec]:
+    """The topics the settings ask for; ``partitions`` (the command line's) overrides
+    HOOKSTREAM_TOPIC_PARTITIONS."""
+    return Topics(settings.topic_prefix).specs(
+        settings.topic_partitions if partitions is None else partitions,
+        settings.topic_replication_factor, settings.topic_min_insync_replicas)
 
+
+def topics(settings: CommonSettings, partitions: int | None = None) -> list[str]:
+    """Create the missing topics and check the existing ones against the settings; returns
+    the names created. A difference raises TopicsDiffer (nothing is changed: shrinking
+    partitions is impossible and re-replicating is a reassignment an operator plans)."""
+    from hookstream.io.kafka import TopicRefused, check_reachable, describe_topics, ensure_topics
+
+    specs = topic_specs(settings, partitions)
     check_reachable(settings.kafka_bootstrap, CONNECT_TIMEOUT_S)
-    return ensure_topics(settings.kafka_bootstrap,
-                         Topics(settings.topic_prefix).specs(partitions))
+    try:
+        created = ensure_topics(settings.kafka_bootstrap, specs)
+    except TopicRefused as exc:
+        raise CommandError(f"{exc} (HOOKSTREAM_TOPIC_REPLICATION_FACTOR="
+                           f"{settings.topic_replication_factor}, "
+                           "HOOKSTREAM_TOPIC_MIN_INSYNC_REPLICAS="
+                           f"{settings.topic_min_insync_replicas})", USAGE) from None
+    existing = [s.name for s in specs if s.name not in created]
+    differ = check_existing(specs, describe_topics(settings.kafka_bootstrap, existing))
+    if differ:
+        raise TopicsDiffer(created, differ)
+    return created
+
+
+class TopicsDiffer(CommandError):
+    """Existing topics are not what the settings ask for: each difference on its own line
+    (stderr), then the one summary line of the error style."""
+
+    def __init__(self, created: list[str], differ: list[Mismatch]) -> None:
+        topics = sorted({m.topic for m in differ})
+        super().__init__(
+            f"{len(topics)} existing topic(s) differ from the settings (left unchanged; "
+            "fix the topics or HOOKSTREAM_TOPIC_PARTITIONS / _REPLICATION_FACTOR / "
+            "_MIN_INSYNC_REPLICAS)", REFUSED)
+        self.created = created
+        self.differ = differ
+
+
+def _print_created(created: list[str]) -> None:
+    print("topics created: " + (", ".join(created) if created else "none (all exist)"))
 
 
 def cmd_migrate(_args: argparse.Namespace) -> int:
@@ -36,13 +79,23 @@ def cmd_migrate(_args: argparse.Namespace) -> int:
 
 
 def cmd_topics(args: argparse.Namespace) -> int:
-    created = topics(from_env(CommonSettings), args.partitions)
-    print("topics created: " + (", ".join(created) if created else "none (all exist)"))
+    try:
+        created = topics(from_env(CommonSettings), args.partitions)
+    except TopicsDiffer as exc:
+        _print_created(exc.created)
+        for m in exc.differ:
+            print(f"hookstream: {m.line()}", file=sys.stderr)
+        raise
+    _print_created(created)
     return 0
 
 
 def _partitions(raw: str) -> int:
-    value = int(raw)
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {raw!r}") from None
+    # 0 would make every topic unusable (and Kafka refuses it only after the request).
     if not 1 <= value <= 10_000:
         raise argparse.ArgumentTypeError(f"must be 1..10000, got {raw}")
     return value
@@ -56,8 +109,12 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "topics", help="create the Kafka topics the services use (idempotent)",
         description="Create the topics (events, deliveries, delay tiers, dead letters) under "
-                    "HOOKSTREAM_TOPIC_PREFIX on HOOKSTREAM_KAFKA_BOOTSTRAP; existing ones "
-                    "are left alone.")
-    p.add_argument("--partitions", type=_partitions, default=6,
-                   help="partitions of a new topic (default 6)")
+                    "HOOKSTREAM_TOPIC_PREFIX on HOOKSTREAM_KAFKA_BOOTSTRAP with "
+                    "HOOKSTREAM_TOPIC_REPLICATION_FACTOR and _MIN_INSYNC_REPLICAS. Existing "
+                    "ones are left alone but checked: a partition count, replication "
+                    "factor or min.insync.replicas other than the settings' is reported "
+                    "and the command exits 1.")
+    p.add_argument("--partitions", type=_partitions, default=None,
+                   help="partitions of the events, deliveries and delay-tier topics "
+                        "(default HOOKSTREAM_TOPIC_PARTITIONS, 6)")
     p.set_defaults(fn=cmd_topics)

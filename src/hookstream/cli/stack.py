@@ -32,7 +32,7 @@ def cmd_stack(args: argparse.Namespace) -> int:
 
         settings = _stack_settings()
         applied = provision.migrate(settings)
-        created = provision.topics(settings, 6)
+        created = provision.topics(settings)
         took = warm_group_coordinator(settings.kafka_bootstrap,
                                       provision.Topics(settings.topic_prefix).events)
         if not args.json:
@@ -45,8 +45,9 @@ def cmd_stack(args: argparse.Namespace) -> int:
 def register(sub: Any) -> None:
     stack = sub.add_parser(
         "stack", help="the local Kafka + PostgreSQL (no Docker): up, down, status, env",
-        description="A single-node Kafka (from Maven jars) and a private PostgreSQL on "
-                    "loopback, with their state in HOOKSTREAM_STACK_DIR (default "
+        description="Kafka from Maven jars (one node, or a KRaft cluster with up --brokers "
+                    "3) and a private PostgreSQL on loopback, with their state in "
+                    "HOOKSTREAM_STACK_DIR (default "
                     "<repo>/.stack). The stack records the ports it started with in that "
                     "folder (stack.json), and every stack command, the test suite and the "
                     "demo use them.")

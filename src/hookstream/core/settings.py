@@ -236,12 +236,30 @@ class CommonSettings:
         "only this many worst endpoints get an `endpoint` label")
     db_metrics_window_s: float = env_field(
         "DB_METRICS_WINDOW_S", 900.0, pos_float, "window of retry amplification and replays")
+    # Topic layout (issue #16). The defaults fit the single-broker local stack; a cluster
+    # sets RF 3 / min ISR 2 so acks=all means "on two brokers" and one broker may be lost
+    # without refusing writes. `hookstream topics` creates with these and refuses to call
+    # an existing topic that differs "done".
+    topic_partitions: int = env_field(
+        "TOPIC_PARTITIONS", 6, pos_int,
+        "partitions of the events, deliveries and delay-tier topics")
+    topic_replication_factor: int = env_field(
+        "TOPIC_REPLICATION_FACTOR", 1, pos_int, "replicas of every topic's partitions")
+    topic_min_insync_replicas: int = env_field(
+        "TOPIC_MIN_INSYNC_REPLICAS", 1, pos_int,
+        "replicas that must have a record before acks=all acknowledges it")
     gc_gen0_threshold: int = env_field(
         "GC_GEN0_THRESHOLD", 50_000, pos_int,
         "allocations between young-generation collections (Python's default 700 made the "
         "collector ~15 % of the dispatcher's CPU per attempt; BENCHMARKS.md)")
 
     def __post_init__(self) -> None:
+        if self.topic_min_insync_replicas > self.topic_replication_factor:
+            # Kafka accepts this and then refuses every acks=all write: fail at start instead.
+            raise ValueError(
+                "HOOKSTREAM_TOPIC_MIN_INSYNC_REPLICAS must not exceed "
+                f"HOOKSTREAM_TOPIC_REPLICATION_FACTOR ({self.topic_min_insync_replicas} > "
+                f"{self.topic_replication_factor}): no acks=all write could succeed")
         if self.log_format not in {"json", "text"}:
             raise ValueError(f"HOOKSTREAM_LOG_FORMAT must be json or text, got {self.log_format!r}")
         if not self.topic_prefix or any(c in self.topic_prefix for c in " /\\"):

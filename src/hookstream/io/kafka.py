@@ -13,8 +13,9 @@ from typing import Any, cast
 
 import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
+from hookstream.core.topic_check import MIN_ISR, ObservedTopic
 from hookstream.core.topics import TopicSpec
 from hookstream.policy.membership import MembershipWatch, group_stats
 
@@ -32,6 +33,16 @@ def _admin(bootstrap: str) -> AdminClient:
 
 class BrokerUnavailable(RuntimeError):
     """Kafka could not be reached or did not acknowledge in time (transient)."""
+
+
+class TopicRefused(RuntimeError):
+    """The cluster refused to create a topic as asked (not transient: running again
+    changes nothing), e.g. a replication factor above its number of brokers."""
+
+
+# Creation errors that say the request itself is wrong for this cluster.
+_REFUSED_CREATE = {KafkaError.INVALID_REPLICATION_FACTOR, KafkaError.INVALID_PARTITIONS,
+                   KafkaError.INVALID_CONFIG, KafkaError.POLICY_VIOLATION}
 
 
 def producer_config(bootstrap: str, client_id: str, **overrides: object) -> dict[str, object]:
@@ -106,7 +117,8 @@ def ensure_topics(bootstrap: str, specs: Iterable[TopicSpec], timeout_s: float =
     except KafkaException as exc:
         raise BrokerUnavailable(f"cannot list topics at {bootstrap}: {exc}") from exc
     wanted = [
-        NewTopic(s.name, num_partitions=s.partitions, replication_factor=1, config=s.config)
+        NewTopic(s.name, num_partitions=s.partitions, replication_factor=s.replication_factor,
+                 config=s.config)
         for s in specs
         if s.name not in existing
     ]
@@ -118,9 +130,40 @@ def ensure_topics(bootstrap: str, specs: Iterable[TopicSpec], timeout_s: float =
             future.result(timeout=timeout_s)
             created.append(name)
         except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            code = exc.args[0].code()
+            if code in _REFUSED_CREATE:
+                raise TopicRefused(f"cannot create topic {name}: {exc.args[0].str()}") from exc
+            if code != KafkaError.TOPIC_ALREADY_EXISTS:
                 raise BrokerUnavailable(f"cannot create topic {name}: {exc}") from exc
     return created
+
+
+def describe_topics(bootstrap: str, names: Iterable[str],
+                    timeout_s: float = 30.0) -> dict[str, ObservedTopic]:
+    """Partitions, replicas and effective min.insync.replicas of those of ``names`` that
+    exist (a missing name is simply absent from the answer)."""
+    admin = _admin(bootstrap)
+    try:
+        metadata = admin.list_topics(timeout=timeout_s).topics
+    except KafkaException as exc:
+        raise BrokerUnavailable(f"cannot list topics at {bootstrap}: {exc}") from exc
+    present = [n for n in names if n in metadata and metadata[n].error is None]
+    if not present:
+        return {}
+    resources = [ConfigResource(ResourceType.TOPIC, n) for n in present]
+    isr: dict[str, int | None] = {}
+    for resource, future in admin.describe_configs(resources, request_timeout=timeout_s).items():
+        try:
+            entry = future.result(timeout=timeout_s).get(MIN_ISR)
+        except KafkaException as exc:
+            raise BrokerUnavailable(f"cannot describe topic {resource.name}: {exc}") from exc
+        isr[resource.name] = None if entry is None or entry.value is None else int(entry.value)
+    return {
+        n: ObservedTopic(
+            n, tuple(len(metadata[n].partitions[p].replicas)
+                     for p in sorted(metadata[n].partitions)), isr.get(n))
+        for n in present
+    }
 
 
 def delete_topics(bootstrap: str, names: Iterable[str], timeout_s: float = 30.0) -> None:

@@ -1,8 +1,9 @@
-"""The local stack: a single-node Kafka and a private PostgreSQL on loopback, no Docker.
+"""The local stack: Kafka (one node, or ``--brokers 3``) and a private PostgreSQL on
+loopback, no Docker.
 
 Command line::
 
-    hookstream stack up [--only kafka|postgres] [--json]
+    hookstream stack up [--only kafka|postgres] [--brokers N] [--json]
     hookstream stack down [--only kafka|postgres] [--purge]
     hookstream stack status [--json]
     hookstream stack env        # export HOOKSTREAM_... lines
@@ -68,11 +69,19 @@ def _select(only: str | None) -> tuple[str, ...]:
 
 
 def env() -> dict[str, str]:
-    """Connection settings for the services and tests."""
-    return {
+    """Connection settings for the services and tests; on a cluster also the topic
+    replication it can hold (3 / 2 from three brokers), so `hookstream topics` in a shell
+    that evaluated `stack env` creates and checks what the cluster is for."""
+    settings = {
         "HOOKSTREAM_DATABASE_URL": postgres.database_url(),
         "HOOKSTREAM_KAFKA_BOOTSTRAP": kafka.bootstrap(),
     }
+    count = kafka.brokers()
+    if count > 1:
+        replication, min_isr = kafka.replication_for(count)
+        settings["HOOKSTREAM_TOPIC_REPLICATION_FACTOR"] = str(replication)
+        settings["HOOKSTREAM_TOPIC_MIN_INSYNC_REPLICAS"] = str(min_isr)
+    return settings
 
 
 def kafka_start() -> dict[str, Any]:
@@ -95,8 +104,9 @@ def pg_stop() -> bool:
     return postgres.stop()
 
 
-def up(only: str | None = None) -> dict[str, Any]:
-    """Bring up Kafka and/or PostgreSQL and wait until healthy. Idempotent."""
+def up(only: str | None = None, brokers: int | None = None) -> dict[str, Any]:
+    """Bring up Kafka (``brokers`` nodes; None: as it was, else 1) and/or PostgreSQL and
+    wait until healthy. Idempotent."""
     components = _select(only)
     begun = time.monotonic()
     result: dict[str, Any] = {}
@@ -105,7 +115,7 @@ def up(only: str | None = None) -> dict[str, Any]:
         kafka_pid = None
         kafka_started = False
         if "kafka" in components:
-            kafka_pid, kafka_started = kafka.launch()
+            kafka_pid, kafka_started = kafka.launch(brokers)
         if "postgres" in components:
             result["postgres"] = postgres.start()
         if "kafka" in components:
@@ -195,6 +205,16 @@ def _size(n: int) -> str:
     return f"{value:.1f} GB"
 
 
+def _brokers(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {raw!r}") from None
+    if not 1 <= value <= kafka.MAX_BROKERS:
+        raise argparse.ArgumentTypeError(f"must be 1..{kafka.MAX_BROKERS}, got {raw}")
+    return value
+
+
 def add_commands(sub: Any) -> None:
     """The stack's subcommands, on a subparsers object (``hookstream stack`` and
     ``python -m hookstream.dev.localstack`` share them)."""
@@ -206,6 +226,10 @@ def add_commands(sub: Any) -> None:
                     "else the ports this stack had last time, else 19092/19093/55432; "
                     "state in HOOKSTREAM_STACK_DIR (default <repo>/.stack).")
     p.add_argument("--only", choices=COMPONENTS, help="start only this server")
+    p.add_argument("--brokers", type=_brokers, default=None,
+                   help="Kafka nodes, each broker and controller, on loopback (node N on the "
+                        f"ports + {kafka.NODE_PORT_STEP}*(N-1)); fixed until down --purge "
+                        "(default: as the stack was, else 1)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p = sub.add_parser(
         "down", help="stop them (--purge: and delete their data and logs)",
@@ -234,7 +258,7 @@ def run(args: argparse.Namespace) -> int:
         print("\n".join(_export_lines()))
         return 0
     if action == "up":
-        result = up(args.only)
+        result = up(args.only, args.brokers)
         if args.json:
             print(json.dumps(result, indent=2))
             return 0
