@@ -69,9 +69,13 @@ def _select(only: str | None) -> tuple[str, ...]:
 
 def env() -> dict[str, str]:
     """Connection settings for the services and tests."""
+    from hookstream.dev.devkeys import development_keys
+
     return {
         "HOOKSTREAM_DATABASE_URL": postgres.database_url(),
         "HOOKSTREAM_KAFKA_BOOTSTRAP": kafka.bootstrap(),
+        # the stack's generated development key (hookstream.dev.devkeys), never production's
+        "HOOKSTREAM_SECRET_KEYS": development_keys(),
     }
 
 
