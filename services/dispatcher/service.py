@@ -104,7 +104,7 @@ class Dispatcher:
         # Set once shutdown has waited long enough: records not yet acknowledged then are
         # abandoned (their offsets stay uncommitted, so the work is redone after restart).
         self._abandon = threading.Event()
-        self._store = Store(s.database_url, s.lease_s)  # opened in _main (no I/O here)
+        self._store = Store(s.database_url, s.lease_s, keyring=s.secret_keys)  # opened in _main
         self.consumer = DeliveryConsumer(
             bootstrap=s.kafka_bootstrap, group_id=s.group_id, topic=self.topics.deliveries,
             book=self.book, fail=self._fail)

@@ -11,6 +11,7 @@ from psycopg.rows import dict_row, tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from hookstream.core.codec import DeliveryTask, TaskKind
+from hookstream.core.secretbox import Keyring, OpenedSecrets
 from hookstream.io import queries
 from hookstream.io.pg import translated
 from hookstream.policy.circuit import CircuitState
@@ -66,8 +67,11 @@ class EndpointRow:
 
 
 class Store:
-    def __init__(self, dsn: str, lease_s: float, max_size: int = 4):
+    def __init__(self, dsn: str, lease_s: float, max_size: int = 4,
+                 keyring: Keyring | None = None):
         self.lease_s = lease_s
+        # Secrets arrive sealed; opened here, at the boundary, once per version.
+        self.secrets = OpenedSecrets(keyring or Keyring())
         self.pool = AsyncConnectionPool(
             dsn, min_size=1, max_size=max_size, open=False,
             kwargs={"autocommit": True, "row_factory": dict_row})
@@ -94,11 +98,13 @@ class Store:
                 "lease_s": self.lease_s,
             })
             rows = await cur.fetchall()
+        opened = self.secrets.secrets
         # Column order is the claim statement's SELECT list.
         return [Claim(delivery_id, lease_version, attempt_no, endpoint_id, event_id, tenant,
-                      url, payload, secrets, manual, expires_at_s)
+                      url, payload, opened(endpoint_id, versions, key_ids, blobs), manual,
+                      expires_at_s)
                 for (delivery_id, lease_version, attempt_no, endpoint_id, event_id, manual,
-                     expires_at_s, payload, url, tenant, secrets) in rows]
+                     expires_at_s, payload, url, tenant, versions, key_ids, blobs) in rows]
 
     @translated
     async def load_endpoints(self, ids: list[uuid.UUID]) -> list[EndpointRow]:

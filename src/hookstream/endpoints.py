@@ -10,6 +10,7 @@ from typing import Any
 
 import psycopg
 
+from hookstream.core.secretbox import Keyring, seal
 from hookstream.core.signing import generate_secret
 from hookstream.policy.urlsafety import validate_endpoint_url
 
@@ -72,8 +73,11 @@ def create_endpoint(
     max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     description: str = "",
     allow_insecure: bool = False,
+    keyring: Keyring | None = None,
 ) -> NewEndpoint:
-    """Register an endpoint and its first signing secret (in the caller's transaction).
+    """Register an endpoint and its first signing secret (in the caller's transaction),
+    sealed with ``keyring`` (None: the local stack's development key; the demo, tests and
+    benchmarks are this function's callers, the API has its own).
 
     Raises ``UnsafeURL`` with a reason for a URL the SSRF rules refuse.
     """
@@ -88,8 +92,14 @@ def create_endpoint(
     ).fetchone()
     assert row is not None
     endpoint_id = row[0]
+    if keyring is None:
+        from hookstream.dev.devkeys import development_keyring
+
+        keyring = development_keyring()
+    key_id, sealed = seal(keyring, secret, endpoint_id.bytes)
     conn.execute(
-        "INSERT INTO endpoint_secrets (endpoint_id, version, secret) VALUES (%s, 1, %s)",
-        (endpoint_id, secret),
+        "INSERT INTO endpoint_secrets (endpoint_id, version, secret_key_id, secret_sealed)"
+        " VALUES (%s, 1, %s, %s)",
+        (endpoint_id, key_id, sealed),
     )
     return NewEndpoint(endpoint_id, secret)

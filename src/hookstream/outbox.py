@@ -13,6 +13,8 @@ from typing import Any
 import orjson
 import psycopg
 
+from hookstream.core.ids import uuid7
+
 _INSERT = (
     "INSERT INTO outbox (event_id, tenant, type, schema_version, object_id, object_version,"
     " coalescing_key, occurred_at, payload)"
@@ -35,7 +37,7 @@ def write_event(
 ) -> uuid.UUID:
     """Insert one outbox row on ``conn``; it becomes visible (and is published) only when
     the caller's transaction commits. ``payload`` is JSON-encoded unless it is bytes."""
-    event_id = event_id or uuid.uuid4()
+    event_id = event_id or uuid7()  # time-ordered: appends to the indexes (core.ids)
     body = payload if isinstance(payload, bytes) else orjson.dumps(payload)
     conn.execute(
         _INSERT,

@@ -38,11 +38,13 @@ def run_service(
     http_port: Callable[[S], int],
     *,
     delivery_stats: bool = False,
+    preflight: Callable[[S], str | None] | None = None,
 ) -> int:
     """Every service exports the lag of every consumer group of the pipeline
     (``pipeline_groups``), not only its own, so a group's lag stays visible while its
     consumer is down; ``delivery_stats``: export the platform-wide gauges read from
-    PostgreSQL (one service does it, see hookstream.ops.db_metrics)."""
+    PostgreSQL (one service does it, see hookstream.ops.db_metrics); ``preflight``: a
+    check that returns why the service must not start (one line, exit 2), or None."""
     try:
         settings = from_env(settings_cls)
     except SettingsError as exc:
@@ -50,6 +52,9 @@ def run_service(
         return 2
     setup_logging(settings.log_level, settings.log_format, name)
     log = logging.getLogger(f"hookstream.{name}")
+    if preflight is not None and (refusal := preflight(settings)) is not None:
+        print(refusal, flush=True)
+        return 2
     registry = CollectorRegistry()
     built: list[Service] = []
 

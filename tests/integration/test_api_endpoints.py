@@ -6,7 +6,9 @@ from __future__ import annotations
 import psycopg
 
 from hookstream.core.signing import decode_secret
+from hookstream.dev.devkeys import development_keyring
 from tests.helpers import query
+from tests.integration.test_api_secrets import signing_secrets
 from tests.integration.test_api_support import ApiHarness, api_fixture  # noqa: F401
 
 
@@ -20,9 +22,13 @@ async def test_create_returns_the_secret_once_and_stores_the_endpoint(api: ApiHa
     fetched = await api.ok("GET", f"/v1/endpoints/{created['id']}")
     assert "secret" not in fetched
     assert fetched == {k: v for k, v in created.items() if k != "secret"}
-    (secret,), = query(api.db_url, "SELECT secret FROM endpoint_secrets WHERE endpoint_id = %s",
-                       (created["id"],))
-    assert secret == created["secret"]
+    # stored sealed: the row holds no plaintext, and opens to the secret shown once
+    (plain, key_id, sealed), = query(
+        api.db_url, "SELECT secret, secret_key_id, secret_sealed FROM endpoint_secrets"
+                    " WHERE endpoint_id = %s", (created["id"],))
+    assert plain is None and key_id == development_keyring().current_id
+    assert created["secret"].encode() not in bytes(sealed)
+    assert signing_secrets(api.db_url, created["id"]) == [created["secret"]]
 
 
 async def test_update_bumps_config_version_only_when_something_changes(api: ApiHarness) -> None:

@@ -3,18 +3,28 @@ signs with (the same SQL condition: every secret not yet expired)."""
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 
+from hookstream.core.secretbox import Keyring, OpenedSecrets
 from hookstream.core.signing import verify, webhook_headers
+from hookstream.dev.devkeys import development_keyring
 from tests.helpers import query
 from tests.integration.test_api_support import ApiHarness, api_fixture  # noqa: F401
 
-SIGNING_SECRETS = ("SELECT secret FROM endpoint_secrets WHERE endpoint_id = %s"
-                   " AND (expires_at IS NULL OR expires_at > now()) ORDER BY version DESC")
+SIGNING_SECRETS = (
+    "SELECT version, secret_key_id, coalesce(secret_sealed, convert_to(secret, 'UTF8'))"
+    " FROM endpoint_secrets WHERE endpoint_id = %s"
+    " AND (expires_at IS NULL OR expires_at > now()) ORDER BY version DESC")
 
 
-def signing_secrets(db_url: str, endpoint_id: str) -> list[str]:
-    return [r[0] for r in query(db_url, SIGNING_SECRETS, (endpoint_id,))]
+def signing_secrets(db_url: str, endpoint_id: str, keyring: Keyring | None = None) -> list[str]:
+    """What the dispatcher signs with: its claim's rows, opened the way its store opens
+    them (sealed at rest, opened with the keyring)."""
+    rows = query(db_url, SIGNING_SECRETS, (endpoint_id,))
+    return OpenedSecrets(keyring or development_keyring()).secrets(
+        uuid.UUID(endpoint_id), [r[0] for r in rows], [r[1] for r in rows],
+        [bytes(r[2]) for r in rows])
 
 
 async def test_rotation_overlaps_then_old_secret_expires(api: ApiHarness) -> None:

@@ -26,6 +26,7 @@ from hookstream.api import store
 from hookstream.api.app import API, Api, build_app
 from hookstream.core.codec import DeliveryTask
 from hookstream.core.settings import ApiSettings
+from hookstream.dev.devkeys import development_keyring
 from tests.conftest import Stack
 
 
@@ -83,6 +84,8 @@ async def make_harness(db_url: str,
 
 
 def api_settings(db_url: str, bootstrap: str, prefix: str, **overrides: Any) -> ApiSettings:
+    # the stack's development key seals secrets, as the services in the e2e tests use it
+    overrides.setdefault("secret_keys", development_keyring())
     return ApiSettings(database_url=db_url, kafka_bootstrap=bootstrap, topic_prefix=prefix,
                        api_port=0, **overrides)
 

@@ -85,7 +85,7 @@ def acme_state(db_url: str) -> list[Any]:
     return [
         query(db_url, "SELECT id, url, description, status, config_version, event_types"
                       " FROM endpoints WHERE tenant = 'acme'"),
-        query(db_url, "SELECT endpoint_id, version, secret, expires_at FROM endpoint_secrets"
+        query(db_url, "SELECT endpoint_id, version, secret_sealed, expires_at FROM endpoint_secrets"
                       " ORDER BY version"),
         query(db_url, "SELECT delivery_id, status, lease_version FROM deliveries"),
         query(db_url, "SELECT id, revoked_at FROM api_keys ORDER BY id"),

@@ -7,6 +7,7 @@ test_console_browser.py.)"""
 from __future__ import annotations
 
 import logging
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -19,6 +20,7 @@ from hookstream.api.console.keys import load_or_create
 from hookstream.api.console.mount import PAGES
 from tests.console_support import Visitor
 from tests.helpers import query
+from tests.integration.test_api_secrets import signing_secrets
 from tests.integration.test_api_support import (
     ApiHarness,
     api_fixture,
@@ -335,3 +337,16 @@ async def test_endpoint_forms_refuse_what_the_api_refuses(
     assert query(api.db_url, "SELECT url, description, rate_per_s, burst, max_in_flight,"
                              " coalesce FROM endpoints") == [
         ("https://hooks.example.com/b", "d", 3.0, 5, 2, False)]
+
+
+async def test_a_secret_rotated_in_the_console_is_stored_sealed_and_signs(
+        api: ApiHarness, visitors: list[Visitor]) -> None:
+    ep = await api.endpoint()
+    acme = await visitor(api, visitors, "acme")
+    answer = await acme.post(f"/console/endpoints/{ep['id']}/secrets/rotate",
+                             {"overlap_s": "0"})
+    assert answer.status == 201
+    shown = re.findall(r"whsec_[A-Za-z0-9+/=]+", answer.text)
+    assert len(set(shown)) == 1, shown  # shown once, on this answer
+    assert shown[0] not in repr(query(api.db_url, "SELECT * FROM endpoint_secrets"))
+    assert signing_secrets(api.db_url, ep["id"]) == [shown[0]]

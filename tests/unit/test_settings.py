@@ -16,6 +16,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from hookstream.cli import main as cli_main
+from hookstream.core.secretbox import new_key_entry
 from hookstream.core.settings import (
     ALL_SETTINGS,
     LEASE_MARGIN_S,
@@ -248,6 +249,9 @@ def test_one_environment_file_serves_every_component() -> None:
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     shared = {k: str(v) for svc in compose["services"].values() if svc.get("build")
               for k, v in svc.get("environment", {}).items()}
+    # compose takes the keyring from the operator's environment (${...:?}): a real one here
+    assert shared["HOOKSTREAM_SECRET_KEYS"].startswith("${HOOKSTREAM_SECRET_KEYS:?")
+    shared["HOOKSTREAM_SECRET_KEYS"] = new_key_entry("k1")
     shared |= {"HOOKSTREAM_STACK_DIR": "/tmp/stack", "HOOKSTREAM_BENCH_PROFILE": "1",
                "HOOKSTREAM_LEASE_S": "60", "HOOKSTREAM_API_PORT": "0",
                "PATH": "/bin", "hookstream_lower_case": "not ours"}

@@ -121,7 +121,7 @@ async def create_endpoint(c: Ctx) -> web.Response:
     tenant = auth.acting_tenant(c.principal, spec.tenant)
     async with c.api.conn() as conn:
         await store.require_tenant(conn, tenant)
-        row, secret = await store.create_endpoint(conn, tenant, spec)
+        row, secret = await store.create_endpoint(conn, tenant, spec, c.settings.secret_keys)
     return json_response({**views.endpoint(row), "secret": secret}, 201,
                          f"/v1/endpoints/{row['id']}")
 
@@ -142,7 +142,8 @@ async def import_endpoints(c: Ctx) -> web.Response:
                 tenant = auth.acting_tenant(c.principal, spec.tenant, prefix + "tenant")
                 async with conn.transaction():
                     await store.require_tenant(conn, tenant, prefix + "tenant")
-                    row, secret = await store.create_endpoint(conn, tenant, spec)
+                    row, secret = await store.create_endpoint(conn, tenant, spec,
+                                                              c.settings.secret_keys)
             except ApiError as exc:
                 results.append({"index": i, "status": exc.status, **exc.body()})
             else:
@@ -240,7 +241,8 @@ async def rotate_secret(c: Ctx) -> web.Response:
                            default_overlap_s=c.settings.secret_overlap_s)
     async with c.api.conn() as conn:
         ep = await store.get_endpoint(conn, c.path_uuid("endpoint_id"), c.scope, lock=True)
-        row, secret = await store.rotate_secret(conn, ep["id"], overlap_s)
+        row, secret = await store.rotate_secret(conn, ep["id"], overlap_s,
+                                                c.settings.secret_keys)
         every = await store.list_secrets(conn, ep["id"])
     return json_response({"version": row["version"], "secret": secret, "overlap_s": overlap_s,
                           "secrets": [views.secret_info(r) for r in every]}, 201)

@@ -17,6 +17,7 @@ from hookstream.api import auth
 from hookstream.api.errors import conflict, invalid, not_found
 from hookstream.api.rules import revoke_refusal
 from hookstream.api.validation import DELIVERY_STATUSES, EndpointSpec, ReplayRange, nil_uuid
+from hookstream.core.secretbox import Keyring, seal
 from hookstream.core.signing import generate_secret
 from hookstream.io import queries
 
@@ -81,14 +82,17 @@ async def revoke_api_key(conn: Conn, key_id: uuid.UUID) -> Row:
 
 
 # -- endpoints ---------------------------------------------------------------------------
-async def create_endpoint(conn: Conn, tenant: str, spec: EndpointSpec) -> tuple[Row, str]:
+async def create_endpoint(conn: Conn, tenant: str, spec: EndpointSpec,
+                          keyring: Keyring) -> tuple[Row, str]:
     row = await _one(conn, "insert_endpoint", {
         "tenant": tenant, "url": spec.url, "description": spec.description,
         "event_types": spec.event_types, "rate_per_s": spec.rate_per_s, "burst": spec.burst,
         "max_in_flight": spec.max_in_flight, "coalesce": spec.coalesce})
     assert row is not None
     secret = generate_secret()
-    await conn.execute(Q["insert_first_secret"], {"id": row["id"], "secret": secret})
+    key_id, sealed = seal(keyring, secret, row["id"].bytes)
+    await conn.execute(Q["insert_first_secret"],
+                       {"id": row["id"], "key_id": key_id, "sealed": sealed})
     return row, secret
 
 
@@ -140,10 +144,12 @@ async def list_secrets(conn: Conn, endpoint_id: uuid.UUID) -> list[Row]:
     return await _all(conn, "list_secrets", {"id": endpoint_id})
 
 
-async def rotate_secret(conn: Conn, endpoint_id: uuid.UUID, overlap_s: float) -> tuple[Row, str]:
+async def rotate_secret(conn: Conn, endpoint_id: uuid.UUID, overlap_s: float,
+                        keyring: Keyring) -> tuple[Row, str]:
     secret = generate_secret()
-    row = await _one(conn, "rotate_secret",
-                     {"id": endpoint_id, "overlap_s": overlap_s, "secret": secret})
+    key_id, sealed = seal(keyring, secret, endpoint_id.bytes)
+    row = await _one(conn, "rotate_secret", {"id": endpoint_id, "overlap_s": overlap_s,
+                                             "key_id": key_id, "sealed": sealed})
     assert row is not None
     return row, secret
 

@@ -19,6 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from hookstream.core.secretbox import Keyring, parse_keyring
+
 T = TypeVar("T")
 
 PREFIX = "HOOKSTREAM_"
@@ -116,9 +118,12 @@ def _one_of(*choices: str) -> Callable[[str], str]:
     return parse
 
 
-def env_field(name: str, default: Any, cast: Callable[[str], Any] = str, doc: str = "") -> Any:
-    """A dataclass field bound to ``HOOKSTREAM_<name>``."""
-    return field(default=default, metadata={"env": PREFIX + name, "cast": cast, "doc": doc})
+def env_field(name: str, default: Any, cast: Callable[[str], Any] = str, doc: str = "",
+              *, secret: bool = False) -> Any:
+    """A dataclass field bound to ``HOOKSTREAM_<name>``; a ``secret`` one's value is never
+    echoed in an error."""
+    return field(default=default, metadata={"env": PREFIX + name, "cast": cast, "doc": doc,
+                                            "secret": secret})
 
 
 S = TypeVar("S")
@@ -140,7 +145,8 @@ def from_env(cls: type[S], environ: Mapping[str, str] | None = None) -> S:
         try:
             values[f.name] = f.metadata["cast"](raw)
         except (ValueError, TypeError) as exc:
-            raise SettingsError(f"{var}={raw!r} is invalid: {exc}") from None
+            shown = "<hidden>" if f.metadata.get("secret") else repr(raw)
+            raise SettingsError(f"{var}={shown} is invalid: {exc}") from None
     try:
         return cls(**values)
     except ValueError as exc:
@@ -344,6 +350,11 @@ class DispatcherSettings(CommonSettings):
         "development only: allow http:// and loopback/private receivers",
     )
     user_agent: str = env_field("USER_AGENT", "hookstream/0.1")
+    secret_keys: Keyring = env_field(
+        "SECRET_KEYS", Keyring(), parse_keyring,
+        "keys sealing endpoint signing secrets at rest: id:base64(32 bytes)[,id:key...], "
+        "the first seals, all open (required; `hookstream secrets new-key` makes one)",
+        secret=True)
     max_queued: int = env_field(
         "DISPATCHER_MAX_QUEUED", 20_000, pos_int,
         "tasks held in memory; past it the dispatcher stops reading until work drains")
@@ -408,6 +419,11 @@ class ApiSettings(CommonSettings):
         "development only: accept http:// and loopback/private endpoint URLs")
     history_days: int = env_field(
         "HISTORY_DAYS", 30, pos_int, "how far back events and deliveries can be queried")
+    secret_keys: Keyring = env_field(
+        "SECRET_KEYS", Keyring(), parse_keyring,
+        "keys sealing endpoint signing secrets at rest: id:base64(32 bytes)[,id:key...], "
+        "the first seals, all open (required; `hookstream secrets new-key` makes one)",
+        secret=True)
     secret_overlap_s: float = env_field(
         "SECRET_OVERLAP_S", 86_400.0, nonneg_float,
         "default time a rotated-out signing secret stays valid")

@@ -13,6 +13,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hookstream.dev.devkeys import development_keys
+
 SERVICES = ("relay", "fanout", "dispatcher")
 # How long a service may take to drain and exit after SIGTERM before it is SIGKILLed and
 # its shutdown counted as hung.
@@ -154,6 +156,7 @@ def pipeline_env(*, database_url: str, bootstrap: str, topic_prefix: str,
         # committed offsets on other, maybe deleted, topics) with another one.
         "HOOKSTREAM_FANOUT_GROUP_ID": f"{topic_prefix}-fanout",
         "HOOKSTREAM_DISPATCHER_GROUP_ID": f"{topic_prefix}-dispatcher",
+        "HOOKSTREAM_SECRET_KEYS": development_keys(),
     }
     env.update({f"HOOKSTREAM_{k.upper()}": v for k, v in extra.items()})
     return env

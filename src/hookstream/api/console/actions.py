@@ -40,7 +40,7 @@ async def create_endpoint(request: web.Request) -> web.Response:
         tenant = auth.acting_tenant(viewing.principal, spec.tenant)
         async with api.conn() as conn:
             await store.require_tenant(conn, tenant)
-            row, secret = await store.create_endpoint(conn, tenant, spec)
+            row, secret = await store.create_endpoint(conn, tenant, spec, api.settings.secret_keys)
     except ApiError as exc:
         if exc.status != 400:
             raise
@@ -141,7 +141,8 @@ async def rotate_secret(request: web.Request) -> web.Response:
     overlap_s = v.rotation(forms.overlap_s(data), default_overlap_s=api.settings.secret_overlap_s)
     async with api.conn() as conn:
         ep = await store.get_endpoint(conn, endpoint_id, viewing.scope, lock=True)
-        row, secret = await store.rotate_secret(conn, ep["id"], overlap_s)
+        row, secret = await store.rotate_secret(conn, ep["id"], overlap_s,
+                                                api.settings.secret_keys)
         every = await store.list_secrets(conn, ep["id"])
     # shown on this answer only (no-store): the page after it lists versions, not values
     return page(request, "secrets.html", 201, ep=ep, secrets=every,

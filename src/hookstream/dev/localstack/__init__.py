@@ -69,12 +69,17 @@ def _select(only: str | None) -> tuple[str, ...]:
 
 
 def env() -> dict[str, str]:
-    """Connection settings for the services and tests; on a cluster also the topic
-    replication it can hold (3 / 2 from three brokers), so `hookstream topics` in a shell
-    that evaluated `stack env` creates and checks what the cluster is for."""
+    """Connection settings for the services and tests (with the stack's development
+    signing key); on a cluster also the topic replication it can hold (3 / 2 from three
+    brokers), so `hookstream topics` in a shell that evaluated `stack env` creates and
+    checks what the cluster is for."""
+    from hookstream.dev.devkeys import development_keys
+
     settings = {
         "HOOKSTREAM_DATABASE_URL": postgres.database_url(),
         "HOOKSTREAM_KAFKA_BOOTSTRAP": kafka.bootstrap(),
+        # the stack's generated development key (hookstream.dev.devkeys), never production's
+        "HOOKSTREAM_SECRET_KEYS": development_keys(),
     }
     count = kafka.brokers()
     if count > 1:

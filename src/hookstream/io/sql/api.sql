@@ -43,7 +43,8 @@ VALUES (%(tenant)s, %(url)s, %(description)s, %(event_types)s, %(rate_per_s)s, %
 RETURNING *
 
 -- name: insert_first_secret
-INSERT INTO endpoint_secrets (endpoint_id, version, secret) VALUES (%(id)s, 1, %(secret)s)
+INSERT INTO endpoint_secrets (endpoint_id, version, secret_key_id, secret_sealed)
+VALUES (%(id)s, 1, %(key_id)s, %(sealed)s)
 
 -- name: get_endpoint
 SELECT * FROM endpoints
@@ -136,8 +137,8 @@ WITH expire AS (
     WHERE endpoint_id = %(id)s AND (expires_at IS NULL OR expires_at > now())
     RETURNING version
 )
-INSERT INTO endpoint_secrets (endpoint_id, version, secret)
-SELECT %(id)s, coalesce(max(version), 0) + 1, %(secret)s
+INSERT INTO endpoint_secrets (endpoint_id, version, secret_key_id, secret_sealed)
+SELECT %(id)s, coalesce(max(version), 0) + 1, %(key_id)s, %(sealed)s
 FROM endpoint_secrets WHERE endpoint_id = %(id)s
 RETURNING version, created_at, expires_at
 

@@ -31,12 +31,22 @@ started AS (
 SELECT c.delivery_id, c.lease_version, c.attempts AS attempt_no, c.endpoint_id, c.event_id,
        c.manual, extract(epoch FROM c.expires_at)::float8 AS expires_at_s,
        ev.payload, ep.url, ep.tenant,
-       ARRAY(SELECT s.secret FROM endpoint_secrets s
-             WHERE s.endpoint_id = ep.id AND (s.expires_at IS NULL OR s.expires_at > now())
-             ORDER BY s.version DESC) AS secrets
+       sec.versions, sec.key_ids, sec.blobs
 FROM claimed c
 JOIN events ev ON ev.event_id = c.event_id
 JOIN endpoints ep ON ep.id = c.endpoint_id
+-- Sealed secrets (key id, bytes), opened in Python once per version
+-- (hookstream.dispatcher.store): one walk of the primary key, three aggregates. A row
+-- written before migration 0011 and not yet re-encrypted has no key id and carries its
+-- plaintext as bytes.
+CROSS JOIN LATERAL (
+    SELECT array_agg(s.version ORDER BY s.version DESC) AS versions,
+           array_agg(s.secret_key_id ORDER BY s.version DESC) AS key_ids,
+           array_agg(coalesce(s.secret_sealed, convert_to(s.secret, 'UTF8'))
+                     ORDER BY s.version DESC) AS blobs
+    FROM endpoint_secrets s
+    WHERE s.endpoint_id = ep.id AND (s.expires_at IS NULL OR s.expires_at > now())
+) sec
 
 -- name: record_outcomes
 -- Times come as epoch seconds (float8): binary floats are cheaper to send than
