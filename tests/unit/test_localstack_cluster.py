@@ -82,7 +82,8 @@ def test_a_running_cluster_is_its_size_everywhere() -> None:
 
 def test_a_single_node_stack_exports_no_topic_settings() -> None:
     assert kafka.brokers() == 1
-    assert set(localstack.env()) == {"HOOKSTREAM_DATABASE_URL", "HOOKSTREAM_KAFKA_BOOTSTRAP"}
+    assert set(localstack.env()) == {"HOOKSTREAM_DATABASE_URL", "HOOKSTREAM_KAFKA_BOOTSTRAP",
+                                     "HOOKSTREAM_SECRET_KEYS"}
 
 
 def test_formatted_data_fixes_the_size() -> None:
