@@ -157,6 +157,11 @@ def purge(only: str | None = None) -> dict[str, int]:
             freed["kafka"] = kafka.purge()
         if "postgres" in components:
             freed["postgres"] = postgres.purge()
+            # The development key sealed only what was in that database: it goes with it
+            # (the next `up` makes a new one).
+            from hookstream.dev.devkeys import FILE_NAME
+
+            (stack_dir() / FILE_NAME).unlink(missing_ok=True)
         if only is None:
             freed["logs"] = remove_tree(logs_dir())
             record.record_path().unlink(missing_ok=True)
