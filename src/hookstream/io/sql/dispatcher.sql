@@ -4,7 +4,8 @@
 -- A task claims its delivery only if the lease version it carries is the row's
 -- current one and nobody holds a live lease: duplicate or stale tasks claim nothing.
 -- The attempt row is written now, before the POST, so every request a receiver ever
--- sees has an attempt row (an attempt cut short by a crash is closed by reap).
+-- sees has an attempt row (an attempt cut short by a crash is closed by reap, or by
+-- the claim that takes its expired lease over: see abandoned).
 WITH task AS (
     SELECT * FROM unnest(%(delivery_id)b::uuid[], %(lease_version)b::int[], %(manual)b::bool[])
         AS t(delivery_id, lease_version, manual)
@@ -27,6 +28,17 @@ claimed AS (
 started AS (
     INSERT INTO attempts (delivery_id, attempt_no, started_at, outcome, manual)
     SELECT delivery_id, attempts, now(), 'in_flight', manual FROM claimed
+),
+-- A claim of an expired lease (the reaper's task can arrive before the reaper releases
+-- the row) closes the dead worker's attempt here, as release_expired would have: no
+-- attempt is left in flight behind a newer one. A claim of a pending row matches
+-- nothing (its previous attempt has its outcome).
+abandoned AS (
+    UPDATE attempts a
+    SET outcome = 'lost', error_class = 'worker_lost', finished_at = now()
+    FROM claimed c
+    WHERE a.delivery_id = c.delivery_id AND a.attempt_no = c.attempts - 1
+      AND a.outcome = 'in_flight'
 )
 SELECT c.delivery_id, c.lease_version, c.attempts AS attempt_no, c.endpoint_id, c.event_id,
        c.manual, extract(epoch FROM c.expires_at)::float8 AS expires_at_s,

@@ -1,0 +1,114 @@
+"""A delivery whose worker died, reclaimed in the real database through the reaper's own
+task: the attempt the dead worker left open is closed as lost, whichever of the two
+(the reaper's release, or the claim of the task it produced) reaches the row first.
+
+The race, seen in CI: the reaper produces the task first and releases the row after the
+broker acknowledged it; a dispatcher can consume and claim that task in between (the
+claim accepts an in-flight row whose lease expired). The release then finds a newer
+lease version and does nothing, and the dead worker's attempt stayed ``in_flight``
+forever — a request the receiver saw, explained by no closed attempt."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+from hookstream.dispatcher.store import Store
+
+from hookstream.core.codec import DeliveryTask, TaskKind
+from hookstream.dev.devkeys import development_keyring
+from hookstream.endpoints import create_endpoint
+from tests.helpers import query
+
+
+def _delivery(db_url: str) -> DeliveryTask:
+    with psycopg.connect(db_url) as conn:
+        endpoint = create_endpoint(conn, tenant="acme", url="https://a.example/h").endpoint_id
+        event = uuid.uuid4()
+        conn.execute(
+            "INSERT INTO events (event_id, tenant, type, schema_version, occurred_at,"
+            " committed_at, payload, payload_sha256) VALUES (%s, 'acme', 'x.y', 1,"
+            " now(), now(), '\\x7b7d', '\\x00')", (event,))
+        row = conn.execute(
+            "INSERT INTO deliveries (event_id, endpoint_id, tenant, endpoint_config_version,"
+            " created_at, next_attempt_at, expires_at) VALUES (%s, %s, 'acme', 1, now(),"
+            " now(), now() + interval '1 day') RETURNING delivery_id",
+            (event, endpoint)).fetchone()
+    assert row is not None
+    now = datetime.now(UTC)
+    return DeliveryTask(delivery_id=row[0], event_id=event, endpoint_id=endpoint,
+                        tenant="acme", kind=TaskKind.NEW, due_at=now, committed_at=now,
+                        lease_version=0)
+
+
+def _attempts(db_url: str, delivery: uuid.UUID) -> list[tuple[Any, ...]]:
+    return query(db_url, "SELECT attempt_no, outcome, error_class, finished_at IS NOT NULL"
+                         " FROM attempts WHERE delivery_id = %s ORDER BY attempt_no",
+                 (delivery,))
+
+
+def _expire(db_url: str, delivery: uuid.UUID) -> None:
+    with psycopg.connect(db_url) as conn:
+        conn.execute("UPDATE deliveries SET lease_expires_at = now() - interval '1 second'"
+                     " WHERE delivery_id = %s", (delivery,))
+
+
+async def test_a_claim_of_the_reapers_task_before_its_release_closes_the_lost_attempt(
+        db_url: str) -> None:
+    task = _delivery(db_url)
+    store = Store(db_url, lease_s=30, keyring=development_keyring())
+    await store.open()
+    try:
+        [first] = await store.claim([task])
+        assert first.attempt_no == 1
+        _expire(db_url, task.delivery_id)  # its worker died mid-attempt
+
+        async def produce_and_be_consumed_at_once(rows: list[dict[str, Any]]) -> bool:
+            # The reaper's task reached a dispatcher, which claimed it, before the
+            # reaper's release ran.
+            [row] = rows
+            reclaimed = await store.claim([DeliveryTask(
+                delivery_id=row["delivery_id"], event_id=row["event_id"],
+                endpoint_id=row["endpoint_id"], tenant=row["tenant"], kind=TaskKind.RETRY,
+                due_at=datetime.now(UTC), committed_at=datetime.now(UTC),
+                lease_version=row["lease_version"])])
+            assert [c.attempt_no for c in reclaimed] == [2]
+            return True
+
+        assert await store.expired_leases(10, produce_and_be_consumed_at_once) == 1
+        assert _attempts(db_url, task.delivery_id) == [
+            (1, "lost", "worker_lost", True),   # closed, not left in flight
+            (2, "in_flight", None, False),      # the live one
+        ]
+    finally:
+        await store.close()
+
+
+async def test_the_reapers_release_first_then_the_claim_closes_the_attempt_once(
+        db_url: str) -> None:
+    task = _delivery(db_url)
+    store = Store(db_url, lease_s=30, keyring=development_keyring())
+    await store.open()
+    try:
+        await store.claim([task])
+        _expire(db_url, task.delivery_id)
+        produced: list[dict[str, Any]] = []
+
+        async def produce(rows: list[dict[str, Any]]) -> bool:
+            produced.extend(rows)
+            return True
+
+        assert await store.expired_leases(10, produce) == 1
+        [row] = produced
+        [again] = await store.claim([DeliveryTask(
+            delivery_id=row["delivery_id"], event_id=row["event_id"],
+            endpoint_id=row["endpoint_id"], tenant=row["tenant"], kind=TaskKind.RETRY,
+            due_at=datetime.now(UTC), committed_at=datetime.now(UTC),
+            lease_version=row["lease_version"])])
+        assert again.attempt_no == 2
+        assert _attempts(db_url, task.delivery_id) == [
+            (1, "lost", "worker_lost", True), (2, "in_flight", None, False)]
+    finally:
+        await store.close()
