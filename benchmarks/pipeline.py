@@ -743,6 +743,8 @@ def print_table(r: dict[str, Any]) -> None:
     if budget.get("floor_p50_ms"):
         rows.append(("  floor p50 (2 Kafka hops + 2 PG commits + 1 HTTP, ms) / ratio",
                      f"{budget['floor_p50_ms']:.1f} / {budget.get('p50_over_floor', '-')}×"))
+    for stage, v in r.get("batching", {}).items():
+        rows.append((f"  batching: {stage}", f"{v:,}"))
     for kind, v in sorted(m["by_kind"].items()):
         rows.append((f"  {kind}: deliveries / attempts / delivered",
                      f"{v['deliveries']:,} / {v['attempts']:,} / {v['delivered']:,}"))
@@ -841,6 +843,8 @@ def main() -> int:
         monitor = Monitor(db, gen, services, ports, 5.0, stop, others)
         monitor.sample_processes()
         infra0 = {k: monitor.tracker.cpu(k) for k in ("kafka", "postgres", *others)}
+        batches0 = latency_budget.batch_counts(services)
+        commits0 = latency_budget.database_commits(db)
         busy0 = machine_busy()
         gen.start()
         monitor.start()
@@ -875,6 +879,8 @@ def main() -> int:
         drain_s = wait_drained(db, mix.ids({"ok"}), expected, args.drain_timeout, args.chaos)
         monitor.sample_processes()
         busy1 = machine_busy()
+        batches1 = latency_budget.batch_counts(services)
+        commits1 = latency_budget.database_commits(db)
         stop.set()
         monitor.join()
         m = measure(db, mix, load_t0, load_t1)
@@ -890,6 +896,8 @@ def main() -> int:
             budget["p50_over_floor"] = round(arrival_p50 / budget["floor_p50_ms"], 1)
         result["latency_budget"] = budget
         delivered_all = sum(v["delivered"] for v in m["by_kind"].values()) or 1
+        result["batching"] = latency_budget.batching(
+            batches0, batches1, commits1 - commits0, delivered_all, gen.written)
         processes: dict[str, dict[str, Any]] = {}
         for name in (*services, "kafka", "postgres", *others):
             cpu = monitor.tracker.cpu(name) - infra0.get(name, 0.0)

@@ -8,6 +8,7 @@ import logging
 import threading
 import time
 import uuid
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -30,6 +31,7 @@ from hookstream.io.kafka import (
     KafkaTransient,
     Publisher,
     Record,
+    Sending,
     consumer_config,
     publish_until_acked_sync,
 )
@@ -61,7 +63,7 @@ class FanoutMetrics:
         self.event_seconds = Histogram(
             "hookstream_fanout_event_seconds",
             "Fan-out duration per event: from its batch's start until its rows are "
-            "committed and its tasks acknowledged",
+            "committed and its tasks handed to the producer",
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=registry)
         self.statement_rows = Histogram(
@@ -109,6 +111,11 @@ class Fanout:
         self.consumer: GroupConsumer | None = None
         self._ok = False
         self._error: str | None = None
+        # The pipeline (issue #15): one statement's tasks are on their way to the broker
+        # while the next batch's rows are written. Offsets wait for them: ``_due`` holds
+        # the offsets of batches fully processed except for those acknowledgements.
+        self._sending: Sending | None = None
+        self._due: dict[TP, int] = {}
 
     @property
     def healthy(self) -> bool:
@@ -186,34 +193,37 @@ class Fanout:
         conflicts (same id, other bytes: rejected, recorded, not fanned out)."""
         conflicts = 0
         again: set[uuid.UUID] = set()
-        with conn.transaction():
-            shas = [hashlib.sha256(e.payload).digest() for e in unique]
-            new_ids = {r[0] for r in conn.execute(Q["store_events"], {
-                "event_id": [e.event_id for e in unique],
-                "tenant": [e.tenant for e in unique],
-                "type": [e.type for e in unique],
-                "schema_version": [e.schema_version for e in unique],
-                "object_id": [e.object_id for e in unique],
-                "object_version": [e.object_version for e in unique],
-                "coalescing_key": [e.coalescing_key for e in unique],
-                "occurred_at": [e.occurred_at for e in unique],
-                "committed_at": [e.committed_at for e in unique],
-                "payload": [e.payload for e in unique],
-                "sha": shas,
-            })}
-            seen_before = [(e, s) for e, s in zip(unique, shas, strict=True)
-                           if e.event_id not in new_ids]
-            if seen_before:
-                stored = {r[0]: bytes(r[1]) for r in conn.execute(
-                    Q["stored_hashes"], {"ids": [e.event_id for e, _ in seen_before]})}
-                for e, sha in seen_before:
-                    if stored.get(e.event_id) == sha:
-                        again.add(e.event_id)
-                    else:
-                        conflicts += 1
-                        conn.execute(Q["record_conflict"], {"event_id": e.event_id, "sha": sha})
-                        log.error("event id reused with different bytes; rejected",
-                                  extra={"event_id": str(e.event_id)})
+        # One statement, committed on its own (no BEGIN/COMMIT round trips: issue #15):
+        # the rows are immutable, so the hash comparison below needs no shared
+        # transaction — a crash before it leaves the events stored and the batch
+        # unacknowledged, and the next pass compares them as copies seen before.
+        shas = [hashlib.sha256(e.payload).digest() for e in unique]
+        new_ids = {r[0] for r in conn.execute(Q["store_events"], {
+            "event_id": [e.event_id for e in unique],
+            "tenant": [e.tenant for e in unique],
+            "type": [e.type for e in unique],
+            "schema_version": [e.schema_version for e in unique],
+            "object_id": [e.object_id for e in unique],
+            "object_version": [e.object_version for e in unique],
+            "coalescing_key": [e.coalescing_key for e in unique],
+            "occurred_at": [e.occurred_at for e in unique],
+            "committed_at": [e.committed_at for e in unique],
+            "payload": [e.payload for e in unique],
+            "sha": shas,
+        })}
+        seen_before = [(e, s) for e, s in zip(unique, shas, strict=True)
+                       if e.event_id not in new_ids]
+        if seen_before:
+            stored = {r[0]: bytes(r[1]) for r in conn.execute(
+                Q["stored_hashes"], {"ids": [e.event_id for e, _ in seen_before]})}
+            for e, sha in seen_before:
+                if stored.get(e.event_id) == sha:
+                    again.add(e.event_id)
+                else:
+                    conflicts += 1
+                    conn.execute(Q["record_conflict"], {"event_id": e.event_id, "sha": sha})
+                    log.error("event id reused with different bytes; rejected",
+                              extra={"event_id": str(e.event_id)})
         accepted = [e for e in unique if e.event_id in new_ids or e.event_id in again]
         return accepted, again, conflicts
 
@@ -237,7 +247,11 @@ class Fanout:
         topic = self.topics.deliveries
         for statement in plan(keys, audiences, page):
             chosen = [events[s.event] for s in statement]
-            with conn.transaction():
+            # Without coalescing keys the statement is the whole transaction: run on
+            # its own (autocommit), it costs one round trip instead of three. With
+            # keys, the superseding must commit together with the rows it compares.
+            keyed_events = any(e.coalescing_key is not None for e in chosen)
+            with conn.transaction() if keyed_events else nullcontext():
                 rows = conn.execute(Q["create_deliveries"], {
                     "event_id": [e.event_id for e in chosen],
                     "tenant": [e.tenant for e in chosen],
@@ -266,8 +280,38 @@ class Fanout:
                                                    lease_version))
                 for (delivery_id, event_id, endpoint_id, key, tenant, lease_version,
                      _ck, _created) in rows if delivery_id not in superseded]
-            self._publish(tasks)
+            self._send(tasks)
             result.tasks += len(tasks)
+
+    def _send(self, records: list[Record]) -> None:
+        """Hand ``records`` to the producer without waiting, once the previous
+        statement's tasks are all acknowledged (so memory and the broker hold one
+        statement's worth at a time)."""
+        self._settle()
+        if records:
+            self._sending = self.publisher.send(records)
+
+    def _settle(self) -> None:
+        """Wait for the tasks on their way (republishing exactly the failed ones until
+        acknowledged), then commit the offsets that waited for them."""
+        sending, self._sending = self._sending, None
+        if sending is not None:
+            failed = sending.wait()
+            if failed:
+                self._publish_failed(failed)
+                self._publish([f.record for f in failed])
+        if self._due and self.consumer is not None:
+            due, self._due = self._due, {}
+            # Rows and tasks are durable: commit, without waiting for the answer (a
+            # failed commit means a re-read, never a loss).
+            self.consumer.commit(due, asynchronous=True)
+
+    def _abandon(self) -> None:
+        """After a failed batch: forget the tasks on their way and the offsets waiting
+        for them. Nothing is lost — those offsets were not committed, so the batches
+        are read again (their rows kept, their tasks sent again: see create_deliveries),
+        and a task sent twice claims once."""
+        self._sending, self._due = None, {}
 
     def _publish(self, records: list[Record]) -> None:
         """Publish until every record is acknowledged, republishing exactly the failed
@@ -304,6 +348,7 @@ class Fanout:
                 try:
                     self._run_connected(consumer)
                 except (DatabaseUnavailable, KafkaTransient, KafkaPermanent) as exc:
+                    self._abandon()
                     self._status(str(exc))
                     kind = "database" if isinstance(exc, DatabaseUnavailable) else "broker"
                     self.metrics.errors.labels(kind).inc()
@@ -316,6 +361,11 @@ class Fanout:
                 else:
                     backoff_s = 0.5
         finally:
+            try:  # a clean stop: the last batch's tasks and offsets, if they get through
+                self._settle()
+            except (KafkaTransient, KafkaPermanent) as exc:
+                log.warning("last batch not settled; it will be read again",
+                            extra={"error": str(exc)})
             consumer.close()  # leaves the group at once; nothing uncommitted is claimed done
             self.publisher.close()
 
@@ -325,14 +375,22 @@ class Fanout:
                                             connect_timeout=10) as conn:
             self._status(None)
             while not self.stop.is_set():
-                batch = consumer.consume(self.settings.batch_size, timeout_s=0.5,
+                # With tasks on their way, only look: if nothing is there, settle them
+                # (and commit) before waiting for more.
+                batch = consumer.consume(self.settings.batch_size,
+                                         timeout_s=0.0 if self._sending else 0.5,
                                          gather_s=self.settings.batch_gather_s)
                 if not batch:
+                    self._settle()
                     continue
                 started = time.monotonic()
                 result = self.process(conn, batch)
-                # Only now are rows and tasks durable: commit the consumed offsets.
-                consumer.commit(_next_offsets(batch))
+                # Its rows are durable; its offsets are committed once its last tasks
+                # are acknowledged too (the next settle).
+                for tp, offset in _next_offsets(batch).items():
+                    self._due[tp] = max(offset, self._due.get(tp, 0))
+                if not self._sending:
+                    self._settle()
                 self._status(None)
                 self.metrics.batch_seconds.observe(time.monotonic() - started)
                 self.metrics.events.labels("fanned_out").inc(result.events - result.conflicts)

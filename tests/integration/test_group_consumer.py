@@ -59,6 +59,31 @@ def test_rewind_reads_again_what_was_consumed_and_not_committed(stack: Stack,
         consumer.close()
 
 
+def test_asynchronous_commits_count_for_rewind_and_survive_a_clean_close(
+        stack: Stack, topic: str) -> None:
+    # The fanout commits without waiting for the coordinator (issue #15): a rewind must
+    # still start after what was committed so, and a clean close must leave the group's
+    # offset at the last commit (the next member reads nothing twice).
+    group = f"g-{uuid.uuid4().hex}"
+    consumer = _consumer(stack, group, topic)
+    try:
+        assert _offsets(consumer, 10) == list(range(10))
+        consumer.commit({(topic, 0): 6}, asynchronous=True)
+        consumer.rewind()
+        assert _offsets(consumer, 4) == [6, 7, 8, 9]
+        consumer.commit({(topic, 0): 10}, asynchronous=True)
+    finally:
+        consumer.close()
+    assert consumer.commit_failures == 0
+    successor = _consumer(stack, group, topic)
+    try:
+        assert _offsets(successor, 1, timeout_s=5) == []
+        produce(stack.bootstrap, topic, [(b"k", b"after")])
+        assert _offsets(successor, 1) == [10]
+    finally:
+        successor.close()
+
+
 def test_a_rebuilt_consumer_resumes_from_the_committed_offsets(stack: Stack,
                                                                topic: str) -> None:
     consumer = _consumer(stack, f"g-{uuid.uuid4().hex}", topic)

@@ -313,7 +313,7 @@ class FanoutSettings(CommonSettings):
 
     batch_size: int = env_field("FANOUT_BATCH_SIZE", 500, pos_int, "events consumed per round")
     batch_gather_s: float = env_field(
-        "FANOUT_BATCH_GATHER_S", 0.01, nonneg_float,
+        "FANOUT_BATCH_GATHER_S", 0.0, nonneg_float,
         "once a round has events, wait at most this long for more (latency for fewer,"
         " larger database batches; 0: take what is there)")
     retry_window_s: float = env_field("RETRY_WINDOW_S", 86_400.0, pos_float)

@@ -294,6 +294,24 @@ class _Batch:
             return [*self.failed, *missing]
 
 
+class Sending:
+    """Records handed to the producer, their delivery reports still arriving."""
+
+    __slots__ = ("_batch", "_done", "_wait_s", "records")
+
+    def __init__(self, records: Sequence[Record], batch: _Batch, done: threading.Event,
+                 wait_s: float):
+        self.records, self._batch, self._done, self._wait_s = records, batch, done, wait_s
+
+    def wait(self, wait_s: float | None = None) -> list[Failed]:
+        """Block until every record has its report (or ``wait_s``, by default the
+        producer's own timeout and a margin, passed); returns the records that failed,
+        counting those still without a report."""
+        if self.records:
+            self._done.wait(self._wait_s if wait_s is None else wait_s)
+        return self._batch.outcome(self.records)
+
+
 class Publisher:
     """One idempotent producer, its delivery reports served by a thread of its own, and
     per-call results: ``publish`` (blocking) and ``publish_async`` return the failed
@@ -367,14 +385,18 @@ class Publisher:
 
     # -- publishing ------------------------------------------------------------------
     def publish(self, records: Sequence[Record], wait_s: float | None = None) -> list[Failed]:
+        return self.send(records).wait(wait_s)
+
+    def send(self, records: Sequence[Record]) -> Sending:
+        """Hand ``records`` to the producer and return at once; ``wait()`` on the result
+        gives the failures. Lets a caller do its next batch's work while the broker
+        acknowledges this one (the fanout, issue #15)."""
         done = threading.Event()
         batch = _Batch(len(records), done.set)
         for i, record in enumerate(records):
             while not self._try_produce(batch, i, record):
                 time.sleep(0.01)  # the report thread is making room
-        if records:
-            done.wait(self.report_wait_s if wait_s is None else wait_s)
-        return batch.outcome(records)
+        return Sending(records, batch, done, self.report_wait_s)
 
     async def publish_async(self, records: Sequence[Record],
                             wait_s: float | None = None) -> list[Failed]:
@@ -568,13 +590,17 @@ class GroupConsumer:
                  on_lost: Rebalanced | None = None, probe_interval_s: float = 2.0,
                  watch: MembershipWatch | None = None):
         self.watch = watch or MembershipWatch()
-        self._config = watching({**config, "error_cb": self._on_error}, self.watch)
+        self._config = watching({**config, "error_cb": self._on_error,
+                                 "on_commit": self._on_commit}, self.watch)
         self._topics = list(topics)
         self._callbacks = (on_assign, on_revoke, on_lost)
         self.probe_interval_s = probe_interval_s
         self.reachable = True
         self.last_error: str | None = None
         self.rebuilt = 0
+        self.commit_failures = 0
+        # The latest offsets committed without waiting, per partition still owned.
+        self._async_offsets: dict[TP, int] = {}
         self._fatal: KafkaError | None = None
         self._last_probe = 0.0
         self._probe_failures = 0
@@ -594,6 +620,7 @@ class GroupConsumer:
             tps = [(tp.topic, tp.partition) for tp in partitions]
             for tp in tps:
                 self._uncommitted.pop(tp, None)
+                self._async_offsets.pop(tp, None)
             if on_revoke is not None:
                 on_revoke(tps)
 
@@ -601,6 +628,7 @@ class GroupConsumer:
             tps = [(tp.topic, tp.partition) for tp in partitions]
             for tp in tps:
                 self._uncommitted.pop(tp, None)
+                self._async_offsets.pop(tp, None)
             if on_lost is not None:
                 on_lost(tps)
 
@@ -620,6 +648,17 @@ class GroupConsumer:
     def _answered(self) -> None:
         self.reachable, self.last_error = True, None
         self._probe_failures = 0
+
+    def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        # Served from consume(). An asynchronous commit that failed leaves the records
+        # processed but not marked: they are read again after a restart or a rebalance
+        # (at least once; every consumer here is idempotent), never skipped.
+        failed = [tp for tp in partitions if tp.error is not None]
+        if err is not None or failed:
+            self.commit_failures += 1
+            log.warning("offset commit failed; those records may be read again", extra={
+                "error": str(err or failed[0].error),
+                "partitions": [tp.partition for tp in failed] or None})
 
     # -- consuming ---------------------------------------------------------------------
     def consume(self, max_records: int, timeout_s: float,
@@ -668,17 +707,30 @@ class GroupConsumer:
             return
         self._answered()
 
-    def commit(self, offsets: dict[TP, int]) -> None:
-        """Commit (synchronously) the next offset to read of each partition."""
+    def commit(self, offsets: dict[TP, int], *, asynchronous: bool = False) -> None:
+        """Commit the next offset to read of each partition; call it only once what
+        those records caused is durable. ``asynchronous``: do not wait for the
+        coordinator's answer (a round trip per batch on the latency path, issue #15):
+        a commit that then fails is reported by ``_on_commit`` and costs a re-read
+        after a restart, never a loss."""
         if not offsets:
             return
         tps = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
         with translated("commit"):
-            result = self._consumer.commit(offsets=tps, asynchronous=False)
+            if asynchronous:
+                self._consumer.commit(offsets=tps, asynchronous=True)
+                result = []
+            else:
+                result = self._consumer.commit(offsets=tps, asynchronous=False)
         for tp in result or []:
             if tp.error is not None:
                 raise consumer_error(tp.error, "commit")
-        self._answered()
+        if asynchronous:
+            self._async_offsets.update(offsets)
+        else:
+            self._answered()
+            for tp_key in offsets:
+                self._async_offsets.pop(tp_key, None)
         for tp_key, offset in offsets.items():
             span = self._uncommitted.get(tp_key)
             if span is None:
@@ -713,6 +765,7 @@ class GroupConsumer:
         resumes from the committed offsets. Errors of the old one are only logged."""
         self._close_quietly()
         self._uncommitted.clear()
+        self._async_offsets.clear()
         self._fatal = None
         self.watch.reset()
         self._consumer = self._subscribed()
@@ -738,4 +791,12 @@ class GroupConsumer:
             log.warning("consumer close failed", extra={"error": str(exc)})
 
     def close(self) -> None:
+        """Leave the group. The last asynchronous commits are made again, waiting this
+        time, so a clean stop leaves nothing to read twice."""
+        if self._async_offsets:
+            try:
+                self.commit(dict(self._async_offsets))
+            except (KafkaTransient, KafkaPermanent) as exc:
+                log.warning("final commit failed; those records may be read again",
+                            extra={"error": str(exc)})
         self._close_quietly()
