@@ -41,6 +41,7 @@ HOPS = ("commit→published", "published→stored", "stored→deliveries created
         "deliveries created→request started", "request started→arrival",
         "arrival→response recorded", "commit→arrival")
 DISPATCHER_STAGES = {
+    "hookstream_dispatcher_read_seconds": "task produced→read",
     "hookstream_dispatcher_queued_seconds": "task read→claim sent",
     "hookstream_dispatcher_claim_seconds": "claim round trip",
     "hookstream_dispatcher_start_seconds": "claim returned→attempt started",
@@ -102,19 +103,28 @@ def _histogram_quantile(buckets: list[tuple[float, float]], q: float) -> float:
     return lower
 
 
-def dispatcher_stages(dispatcher: ServiceProcess) -> dict[str, list[float]]:
-    """p50 / p99 in ms of the dispatcher's stages, from its histograms."""
+# The batch durations of the relay and the fanout: how long one round holds its events.
+BATCH_STAGES = {
+    "hookstream_relay_batch_seconds": "relay round",
+    "hookstream_fanout_batch_seconds": "fanout batch",
+}
+
+
+def dispatcher_stages(dispatcher: ServiceProcess,
+                      stages: dict[str, str] = DISPATCHER_STAGES) -> dict[str, list[float]]:
+    """p50 / p99 in ms of a service's stages (by default the dispatcher's), from its
+    histograms."""
     code, body = dispatcher.get("/metrics")
     if code != 200:
         return {}
     out: dict[str, list[float]] = {}
     for family in text_string_to_metric_families(body.decode()):
-        if family.name not in DISPATCHER_STAGES:
+        if family.name not in stages:
             continue
         buckets = sorted((float(s.labels["le"]), s.value) for s in family.samples
                          if s.name.endswith("_bucket"))
         if buckets:
-            out[DISPATCHER_STAGES[family.name]] = [
+            out[stages[family.name]] = [
                 round(1000 * _histogram_quantile(buckets, q), 2) for q in (0.5, 0.99)]
     return out
 

@@ -739,7 +739,7 @@ def print_table(r: dict[str, Any]) -> None:
     for hop, v in budget.get("p50_p99_ms", {}).items():
         rows.append((f"  budget {hop} p50/p99 (ms)", " / ".join(f"{x:.1f}" for x in v)))
     for stage, v in budget.get("dispatcher_p50_p99_ms", {}).items():
-        rows.append((f"  dispatcher {stage} p50/p99 (ms)", " / ".join(f"{x:.1f}" for x in v)))
+        rows.append((f"  stage {stage} p50/p99 (ms)", " / ".join(f"{x:.1f}" for x in v)))
     if budget.get("floor_p50_ms"):
         rows.append(("  floor p50 (2 Kafka hops + 2 PG commits + 1 HTTP, ms) / ratio",
                      f"{budget['floor_p50_ms']:.1f} / {budget.get('p50_over_floor', '-')}×"))
@@ -890,6 +890,9 @@ def main() -> int:
         budget = latency_budget.hops(db, mix.ids({"ok"}), arrivals)
         budget["dispatcher_p50_p99_ms"] = latency_budget.dispatcher_stages(
             services["dispatcher"])
+        for name in ("relay", "fanout"):
+            budget["dispatcher_p50_p99_ms"].update(latency_budget.dispatcher_stages(
+                services[name], latency_budget.BATCH_STAGES))
         budget["floor_p50_ms"] = latency_budget.floor_ms(result.get("yardsticks", {}))
         arrival_p50 = budget["p50_p99_ms"]["commit→arrival"][0]
         if budget["floor_p50_ms"]:

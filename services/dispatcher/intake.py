@@ -39,7 +39,7 @@ from hookstream.dispatcher.metrics import DispatcherMetrics
 from hookstream.dispatcher.offset_book import Item, OffsetBook
 from hookstream.dispatcher.store import Store
 
-from hookstream.core.codec import CodecError
+from hookstream.core.codec import CodecError, TaskKind
 from hookstream.core.fastcodec import decode_task
 from hookstream.core.offsets import PartitionOffsets
 from hookstream.core.topics import Topics
@@ -68,6 +68,7 @@ class Received(Protocol):
     def topic(self) -> str | None: ...
     def partition(self) -> int | None: ...
     def offset(self) -> int | None: ...
+    def timestamp(self) -> tuple[int, int]: ...
     def key(self) -> bytes | None: ...
     def value(self) -> bytes | None: ...
 
@@ -96,6 +97,8 @@ class Intake:
         trackers = self._book.track_all(((m.topic(), m.partition()) for m in messages),
                                         (m.offset() for m in messages))
         consumed_at = time.monotonic()
+        read_at_ms = time.time() * 1000.0
+        observe_read = self._metrics.stage_read.observe
         for msg, tracker in zip(messages, trackers, strict=True):
             assert tracker is not None
             tp, offset = (msg.topic(), msg.partition()), msg.offset()
@@ -107,6 +110,10 @@ class Intake:
                 poison.append((self._dead_letter_of(msg, str(exc)), tracker, offset))
                 continue
             items.append(Item(task, tp, offset, tracker, consumed_at))
+            if task.kind is TaskKind.NEW:
+                # The producer's clock is this host's in the benchmark; across hosts
+                # it includes their skew (a Kafka CreateTime, milliseconds).
+                observe_read(max(0.0, read_at_ms - msg.timestamp()[1]) / 1000.0)
         if poison and await self._publish([r for r, _, _ in poison]):
             # Its offset completes only once the dead-letter copy is acknowledged.
             self._book.complete_offsets((tracker, offset) for _, tracker, offset in poison)

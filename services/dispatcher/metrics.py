@@ -43,6 +43,11 @@ class DispatcherMetrics:
         # tasks only: read from Kafka → claim sent (the scheduler's wait), the claim's
         # round trip, claim returned → the attempt starts.
         stage_buckets = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 5)
+        self.stage_read = LoopHistogram(
+            "hookstream_dispatcher_read_seconds",
+            "New task produced (its Kafka timestamp) → read by this dispatcher: the broker"
+            " hop, the fetch and the hand-over to the event loop",
+            buckets=stage_buckets, registry=registry)
         self.stage_queued = LoopHistogram(
             "hookstream_dispatcher_queued_seconds",
             "New task read from Kafka → its claim sent (waiting in the scheduler)",

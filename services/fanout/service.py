@@ -8,6 +8,7 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -16,7 +17,7 @@ from typing import Any, cast
 import psycopg
 from confluent_kafka import Message
 from hookstream.fanout.plan import Audience, plan
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from hookstream.core.codec import CodecError, EventEnvelope
 from hookstream.core.fastcodec import encode_new_task
@@ -36,7 +37,10 @@ from hookstream.io.kafka import (
     publish_until_acked_sync,
 )
 from hookstream.io.pg import DatabaseUnavailable, DataRejected, translating
+from hookstream.ops.lag import LagSnapshot, smallest_lag_s
 from hookstream.ops.observability import at_zero
+from hookstream.ops.sampling import Sample
+from hookstream.policy import batching
 
 log = logging.getLogger("hookstream.fanout")
 Q = queries.load("fanout")
@@ -79,6 +83,10 @@ class FanoutMetrics:
         self.errors = at_zero(Counter(
             "hookstream_fanout_errors_total", "Batches that failed", ["kind"], registry=registry),
             ("database", "broker"))
+        self.gather_seconds = Gauge(
+            "hookstream_fanout_gather_seconds",
+            "How long a started batch waits for more events now (grows while the "
+            "dispatchers are seconds behind; 0: take what is there)", registry=registry)
 
 
 @dataclass
@@ -116,6 +124,30 @@ class Fanout:
         # the offsets of batches fully processed except for those acknowledgements.
         self._sending: Sending | None = None
         self._due: dict[TP, int] = {}
+        # Batching that grows when the dispatchers are behind (policy.batching): the
+        # process's consumer-lag sampler, once the runner hands it over.
+        self._lag: Callable[[], Sample[LagSnapshot] | None] = lambda: None
+        self._lag_seen_at = -1.0
+        self._gather_s = settings.batch_gather_s
+
+    def watch_lag(self, latest: Callable[[], Sample[LagSnapshot] | None]) -> None:
+        self._lag = latest
+
+    def gather_s(self) -> float:
+        """How long a started batch waits for more events: the configured minimum, or
+        more while the dispatchers' least-behind partition is seconds behind (re-read
+        when the sampler has a new snapshot; a stale one counts as unknown)."""
+        sample = self._lag()
+        if sample is None or sample.taken_at == self._lag_seen_at:
+            return self._gather_s
+        self._lag_seen_at = now = sample.taken_at
+        fresh = time.time() - now < 3 * self.settings.lag_sample_interval_s
+        lag = (smallest_lag_s(sample.value, self.settings.dispatcher_group_id,
+                              self.topics.deliveries, now) if fresh else None)
+        self._gather_s = max(self.settings.batch_gather_s,
+                             batching.gather_s(lag, self.settings.max_gather_s))
+        self.metrics.gather_seconds.set(self._gather_s)
+        return self._gather_s
 
     @property
     def healthy(self) -> bool:
@@ -379,7 +411,7 @@ class Fanout:
                 # (and commit) before waiting for more.
                 batch = consumer.consume(self.settings.batch_size,
                                          timeout_s=0.0 if self._sending else 0.5,
-                                         gather_s=self.settings.batch_gather_s)
+                                         gather_s=self.gather_s())
                 if not batch:
                     self._settle()
                     continue

@@ -8,16 +8,16 @@ import signal
 import threading
 from collections.abc import Callable
 from types import FrameType
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from prometheus_client import CollectorRegistry
 
 from hookstream.core.settings import CommonSettings, SettingsError, from_env
 from hookstream.core.topics import Topics
 from hookstream.ops.db_metrics import delivery_stats_collector
-from hookstream.ops.lag import consumer_lag_collector
+from hookstream.ops.lag import LagSnapshot, consumer_lag_collector
 from hookstream.ops.observability import ServiceHTTP, setup_logging
-from hookstream.ops.sampling import BackgroundSampler, SampledCollector, SamplerHealth
+from hookstream.ops.sampling import BackgroundSampler, Sample, SampledCollector, SamplerHealth
 
 
 class Service(Protocol):
@@ -26,6 +26,14 @@ class Service(Protocol):
     last_error: str | None
 
     def run(self) -> None: ...
+
+
+@runtime_checkable
+class WatchesLag(Protocol):
+    """A service that adapts to the pipeline's consumer lag (the fanout's batching):
+    handed the lag sampler this process runs anyway, instead of sampling its own."""
+
+    def watch_lag(self, latest: Callable[[], Sample[LagSnapshot] | None]) -> None: ...
 
 
 S = TypeVar("S", bound=CommonSettings)
@@ -74,6 +82,9 @@ def run_service(
         return 2
     samplers = _observers(settings, registry, delivery_stats)
     service = build(settings, registry)
+    if isinstance(service, WatchesLag):
+        lag_sampler = samplers[0]  # the consumer-lag sampler comes first
+        service.watch_lag(lambda: lag_sampler.latest)
     built.append(service)
     http.start()
 

@@ -84,6 +84,9 @@ class Msg:
     def offset(self) -> int:
         return self.at
 
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 1_700_000_000_000)  # TIMESTAMP_CREATE_TYPE, ms
+
     def key(self) -> bytes:
         return b"key"
 

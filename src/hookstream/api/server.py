@@ -24,7 +24,9 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from hookstream.api.app import build_app
 from hookstream.core.settings import ApiSettings
-from hookstream.runner import Service
+from hookstream.ops.lag import LagSnapshot
+from hookstream.ops.sampling import Sample
+from hookstream.runner import Service, WatchesLag
 
 log = logging.getLogger("hookstream.api")
 
@@ -118,6 +120,10 @@ class WithApi:
         if self.api is not None and not self.api.serving:
             return f"control-plane API not serving: {self._api_error or 'stopped'}"
         return None
+
+    def watch_lag(self, latest: Callable[[], Sample[LagSnapshot] | None]) -> None:
+        if isinstance(self.service, WatchesLag):
+            self.service.watch_lag(latest)
 
     def run(self) -> None:
         self.api = ApiServer(self.settings, self.registry)

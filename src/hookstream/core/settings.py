@@ -315,7 +315,13 @@ class FanoutSettings(CommonSettings):
     batch_gather_s: float = env_field(
         "FANOUT_BATCH_GATHER_S", 0.0, nonneg_float,
         "once a round has events, wait at most this long for more (latency for fewer,"
-        " larger database batches; 0: take what is there)")
+        " larger database batches; 0, the default: take what is there — batches still"
+        " grow with load, since what arrives while one is written forms the next)")
+    max_gather_s: float = env_field(
+        "FANOUT_MAX_GATHER_S", 0.1, nonneg_float,
+        "cap of the wait for company while the dispatchers are seconds behind (1 % of the"
+        " least-behind partition's lag: larger batches cost those deliveries nothing and"
+        " spare the saturated machine round trips; 0: never wait for that reason)")
     retry_window_s: float = env_field("RETRY_WINDOW_S", 86_400.0, pos_float)
     max_rows_per_statement: int = env_field(
         "FANOUT_MAX_ROWS_PER_STATEMENT", 5_000, pos_int,

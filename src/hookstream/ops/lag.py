@@ -100,6 +100,16 @@ def lag_of(committed: int | None, log_start: int | None, high_watermark: int) ->
     return max(0, high_watermark - position(committed, log_start))
 
 
+def smallest_lag_s(snapshot: LagSnapshot, group: str, topic: str, now: float) -> float | None:
+    """The lag in seconds of ``group``'s least-behind partition of ``topic``; None when
+    the snapshot has none of them or a partition's lag in time is unknown."""
+    lags = [p.lag_seconds(now) for p in snapshot.partitions
+            if p.group == group and p.topic == topic]
+    if not lags or any(lag is None for lag in lags):
+        return None
+    return min(lag for lag in lags if lag is not None)
+
+
 def interpolate_append_time(history: Sequence[tuple[int, float]], offset: int) -> float | None:
     """When the record at ``offset`` was appended, from (high watermark, time) samples in
     time order. The record exists once the high watermark passed ``offset``; between two
