@@ -17,7 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from hookstream.core.settings import FanoutSettings
 from hookstream.core.topics import Topics
-from hookstream.io.kafka import delete_topics, ensure_topics
+from hookstream.io.kafka import BrokerUnavailable, delete_topics, ensure_topics
 from hookstream.ops.lag import KafkaLagSource
 from hookstream.ops.sampling import Sample
 from tests.conftest import Stack
@@ -65,7 +65,16 @@ def test_the_fanout_waits_only_while_every_deliveries_partition_is_behind(
     fanout.watch_lag(lambda: latest[-1] if latest else None)
 
     def sampled() -> float:
-        latest.append(Sample(source.sample(), time.time()))
+        deadline = time.monotonic() + 15
+        while True:
+            try:  # a topic just created may not have its leaders elected yet
+                snapshot = source.sample()
+                break
+            except BrokerUnavailable:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        latest.append(Sample(snapshot, time.time()))
         return fanout.gather_s()
 
     try:
