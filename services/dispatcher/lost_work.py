@@ -86,17 +86,25 @@ class LostWork:
 
     async def sweep_forever(self) -> None:
         s = self._s
+        per_endpoint = max(10, s.sweep_batch // 10)
+        more = False
         while True:
-            await asyncio.sleep(s.sweep_interval_s)
+            if not more:
+                await asyncio.sleep(s.sweep_interval_s)
+            more = False
             try:
-                rows = await self._store.sweep(s.sweep_after_s, max(10, s.sweep_batch // 10),
-                                               s.sweep_batch)
+                rows = await self._store.sweep(s.sweep_after_s, per_endpoint, s.sweep_batch)
             except DatabaseUnavailable as exc:
                 self._fail("sweeper", exc)
                 continue
             # Not acknowledged (shutdown): the rows are due again after the bound.
             if rows and await self._publish(requeued(self._topic, rows, datetime.now(UTC),
                                                      swept=True)):
+                # A full batch (or an endpoint at its share) means more is due now: sweep
+                # again at once. A parked backlog comes back at the pace its slots come,
+                # not at SWEEP_BATCH per interval (200/s: the tail of every saturated run).
+                more = (len(rows) >= s.sweep_batch
+                        or max(Counter(r["endpoint_id"] for r in rows).values()) >= per_endpoint)
                 reasons = Counter(r["reason"] for r in rows)
                 for reason, n in reasons.items():
                     self._metrics.swept.labels(reason).inc(n)
