@@ -59,9 +59,11 @@ class LostWork:
     def __init__(self, *, store: Store, settings: DispatcherSettings, topic: str,
                  metrics: DispatcherMetrics, publish: Callable[[list[Record]], Awaitable[bool]],
                  fail: Callable[[str, BaseException], None],
-                 writer_stuck_for: Callable[[float], float]):
+                 writer_stuck_for: Callable[[float], float],
+                 has_room: Callable[[], bool] = lambda: True):
         self._store, self._s, self._topic, self._metrics = store, settings, topic, metrics
         self._publish, self._fail, self._writer_stuck_for = publish, fail, writer_stuck_for
+        self._has_room = has_room
 
     async def reap_forever(self) -> None:
         async def produce(rows: list[dict[str, Any]]) -> bool:
@@ -101,10 +103,13 @@ class LostWork:
             if rows and await self._publish(requeued(self._topic, rows, datetime.now(UTC),
                                                      swept=True)):
                 # A full batch (or an endpoint at its share) means more is due now: sweep
-                # again at once. A parked backlog comes back at the pace its slots come,
-                # not at SWEEP_BATCH per interval (200/s: the tail of every saturated run).
-                more = (len(rows) >= s.sweep_batch
-                        or max(Counter(r["endpoint_id"] for r in rows).values()) >= per_endpoint)
+                # again at once while the dispatcher has room for it. A parked backlog
+                # then comes back at the pace its slots come, not at SWEEP_BATCH per
+                # interval (200/s: the tail of every saturated run); a saturated
+                # dispatcher keeps the interval's pace (it would only park them again).
+                more = self._has_room() and (
+                    len(rows) >= s.sweep_batch
+                    or max(Counter(r["endpoint_id"] for r in rows).values()) >= per_endpoint)
                 reasons = Counter(r["reason"] for r in rows)
                 for reason, n in reasons.items():
                     self._metrics.swept.labels(reason).inc(n)

@@ -161,7 +161,11 @@ class Dispatcher:
             self.registry, self.stop).start()
         lost = LostWork(store=store, settings=s, topic=self.topics.deliveries,
                         metrics=self.metrics, publish=self._publish, fail=self._fail,
-                        writer_stuck_for=self.writer.stuck_for)
+                        writer_stuck_for=self.writer.stuck_for,
+                        # Back to back sweeps only while this process's scheduler is
+                        # less than half full: a saturated dispatcher would park again
+                        # what it was handed back (work, not progress).
+                        has_room=lambda: self.sched.queued < s.max_queued // 2)
         connector = aiohttp.TCPConnector(
             limit=s.max_in_flight, limit_per_host=0, ttl_dns_cache=10,
             resolver=SafeResolver(allow_private=s.allow_private_targets))

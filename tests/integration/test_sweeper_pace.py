@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from itertools import pairwise
 
 import psycopg
 import pytest
@@ -59,31 +60,52 @@ def _park_due(db_url: str, endpoints: list[uuid.UUID]) -> None:
                 " now() + interval '1 day', true FROM ev", (PER_ENDPOINT, endpoint))
 
 
+class Sweeper:
+    """LostWork's sweeper on the real database and broker, 100 rows per sweep (10 per
+    endpoint), a sweep a second: the old pace was 20 rows/s."""
+
+    def __init__(self, db_url: str, stack: Stack, topic: str,
+                 has_room: Callable[[], bool]):
+        self.db_url, self.stack, self.topic, self.has_room = db_url, stack, topic, has_room
+        self.failures: list[Failed] = []
+
+    async def __aenter__(self) -> Sweeper:
+        settings = DispatcherSettings(database_url=self.db_url,
+                                      kafka_bootstrap=self.stack.bootstrap,
+                                      sweep_interval_s=1.0, sweep_batch=100)
+        self.store = Store(self.db_url, lease_s=30, keyring=development_keyring())
+        await self.store.open()
+        self.publisher = Publisher(self.stack.bootstrap, "test-sweeper")
+
+        async def publish(records: list[Record]) -> bool:
+            return await publish_until_acked(self.publisher, records,
+                                             on_failure=self.failures.extend)
+
+        lost_work = LostWork(store=self.store, settings=settings, topic=self.topic,
+                             metrics=DispatcherMetrics(CollectorRegistry()), publish=publish,
+                             fail=lambda what, exc: pytest.fail(f"{what}: {exc}"),
+                             writer_stuck_for=lambda now: 0.0, has_room=self.has_room)
+        self.task = asyncio.create_task(lost_work.sweep_forever())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
+        self.publisher.close()
+        await self.store.close()
+
+
+def _endpoints(db_url: str) -> list[uuid.UUID]:
+    with psycopg.connect(db_url) as conn:
+        return [create_endpoint(conn, tenant="acme", url=f"https://e{i}.example/h").endpoint_id
+                for i in range(2)]
+
+
 async def test_a_due_parked_backlog_comes_back_at_once_not_a_batch_per_interval(
         db_url: str, stack: Stack, topic: str) -> None:
-    with psycopg.connect(db_url) as conn:
-        endpoints = [create_endpoint(conn, tenant="acme", url=f"https://e{i}.example/h").endpoint_id
-                     for i in range(2)]
-    _park_due(db_url, endpoints)
-    # 100 per sweep, 10 per endpoint, a sweep a second: the old pace was 20 rows/s, so
-    # these 800 rows would have taken 40 s.
-    settings = DispatcherSettings(database_url=db_url, kafka_bootstrap=stack.bootstrap,
-                                  sweep_interval_s=1.0, sweep_batch=100)
-    store = Store(db_url, lease_s=30, keyring=development_keyring())
-    await store.open()
-    publisher = Publisher(stack.bootstrap, "test-sweeper")
-    failures: list[Failed] = []
-
-    async def publish(records: list[Record]) -> bool:
-        return await publish_until_acked(publisher, records, on_failure=failures.extend)
-
-    lost_work = LostWork(store=store, settings=settings, topic=topic,
-                         metrics=DispatcherMetrics(CollectorRegistry()), publish=publish,
-                         fail=lambda what, exc: pytest.fail(f"{what}: {exc}"),
-                         writer_stuck_for=lambda now: 0.0)
-    sweeper = asyncio.create_task(lost_work.sweep_forever())
+    _park_due(db_url, _endpoints(db_url))  # 800 rows: 40 s at the old pace
     started = time.monotonic()
-    try:
+    async with Sweeper(db_url, stack, topic, has_room=lambda: True) as sweeper:
         parked = "SELECT count(*) FROM deliveries WHERE parked"
         while scalar(db_url, parked) and time.monotonic() - started < 60:
             await asyncio.sleep(0.1)
@@ -92,9 +114,25 @@ async def test_a_due_parked_backlog_comes_back_at_once_not_a_batch_per_interval(
         # One interval's sleep, then sweeps back to back (each a database statement and
         # an acknowledged produce): seconds, where a batch per interval took 40.
         assert took < 8.0, f"800 due parked deliveries took {took:.1f}s to come back"
-        assert failures == []
-    finally:
-        sweeper.cancel()
-        await asyncio.gather(sweeper, return_exceptions=True)
-        publisher.close()
-        await store.close()
+        assert sweeper.failures == []
+
+
+async def test_a_dispatcher_without_room_keeps_the_intervals_pace(
+        db_url: str, stack: Stack, topic: str) -> None:
+    # Its scheduler is full: what it was handed back it would only park again, so the
+    # sweeps stay an interval apart even though each comes back full.
+    _park_due(db_url, _endpoints(db_url))
+    asked: list[float] = []
+
+    def no_room() -> bool:
+        asked.append(time.monotonic())
+        return False
+
+    async with Sweeper(db_url, stack, topic, has_room=no_room) as sweeper:
+        deadline = time.monotonic() + 15
+        while len(asked) < 3 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert len(asked) >= 3, "the sweeper did not sweep three times in 15 s"
+        gaps = [b - a for a, b in pairwise(asked)]
+        assert min(gaps) >= 0.9, gaps
+        assert sweeper.failures == []
