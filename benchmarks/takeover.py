@@ -10,7 +10,8 @@ record, assignment and error to a JSON-lines file each. Scenarios:
 * ``restart``: SIGKILL one member and start a new one at once (same name, so the same
   ``group.instance.id`` for the static variants); seconds until any member consumes
   each of the killed one's partitions again.
-* ``broker-restart``: stop and start the local Kafka while both members run; seconds
+* ``broker-restart``: stop and start the local Kafka while both members run
+  (``coordinator-restart``: only the node coordinating the group, ``--brokers 3``); seconds
   from the broker being ready until each partition is consumed again, and the errors
   (fatal ones included) the members saw.
 
@@ -391,7 +392,26 @@ def scenario_member_loss(args: argparse.Namespace, restart: bool, run: int) -> d
         delete_topics(args.bootstrap, [topic])
 
 
-def scenario_broker_restart(args: argparse.Namespace, run: int) -> dict[str, Any]:
+def restart_coordinator(bootstrap: str, group: str, down_s: float) -> tuple[int, float]:
+    """Stop (SIGTERM) the node coordinating ``group``, wait, start it; (node, stop s)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    described = admin.describe_consumer_groups([group])[group].result(timeout=30)
+    node = described.coordinator.id
+    pid = localstack.kafka.running_pid(node)
+    if pid is None:
+        raise RuntimeError(f"coordinator node {node} is not one of this stack's")
+    begun = time.time()
+    os.kill(pid, signal.SIGTERM)
+    while localstack.kafka.running_pid(node) is not None and time.time() - begun < 60:
+        time.sleep(0.1)
+    stopped = time.time() - begun
+    time.sleep(down_s)
+    localstack.up(only="kafka")
+    return node, stopped
+
+
+def scenario_broker_restart(args: argparse.Namespace, run: int,
+                            coordinator_only: bool = False) -> dict[str, Any]:
     tag = uuid.uuid4().hex[:6]
     topic, group = f"takeover-{tag}", f"takeover-{args.variant}-{tag}"
     workdir = RESULTS / f"takeover-{tag}"
@@ -405,10 +425,15 @@ def scenario_broker_restart(args: argparse.Namespace, run: int) -> dict[str, Any
         wait_steady(members, args.partitions)
         time.sleep(args.warmup)
         t_down = time.time()
-        localstack.down(only="kafka")
-        t_stopped = time.time()
-        time.sleep(args.broker_down_s)
-        localstack.up(only="kafka")
+        node = None
+        if coordinator_only:
+            node, stop_s = restart_coordinator(args.bootstrap, group, args.broker_down_s)
+            t_stopped = t_down + stop_s
+        else:
+            localstack.down(only="kafka")
+            t_stopped = time.time()
+            time.sleep(args.broker_down_s)
+            localstack.up(only="kafka")
         t_up = time.time()
         parts = list(range(args.partitions))
         wait_consumed(members, parts, t_up, args.timeout)
@@ -425,14 +450,20 @@ def scenario_broker_restart(args: argparse.Namespace, run: int) -> dict[str, Any
         t_end = time.time()
         idle_at_end = {p: round(t_end - max((t for t, _, _ in rows.get(p, [])), default=0), 2)
                        for p in parts}
+        # Longest pause per partition from the stop on (consumption may go on while a
+        # node of three is down; the whole pause is what a customer sees).
+        paused = {p: round(max_gap([t for t, _, _ in rows.get(p, [])], t_down, t_end), 2)
+                  for p in parts}
         alive = {m.label: m.proc.poll() is None for m in members}
         owned = {m.label: m.owned for m in members}
         # Still a working group afterwards? Kill one member and see who takes over.
         return {
             "scenario": "broker-restart", "run": run, "variant": args.variant,
+            "restarted": f"coordinator node {node}" if coordinator_only else "all nodes",
             "group": group, "stop_s": round(t_stopped - t_down, 2),
             "start_s": round(t_up - t_stopped - args.broker_down_s, 2),
-            "resume_after_ready_s": resume, "idle_at_end_s": idle_at_end, "alive": alive,
+            "resume_after_ready_s": resume, "idle_at_end_s": idle_at_end,
+            "max_pause_s": paused, "alive": alive,
             "owned_after": owned,
             "errors": errors(members)[:80],
         }
@@ -471,6 +502,7 @@ def summarize(results: list[dict[str, Any]]) -> dict[str, Any]:
                                   if v is not None), default=None),
              "never_resumed": [p for p, v in r["resume_after_ready_s"].items() if v is None],
              "stalled_at_end": [p for p, v in r.get("idle_at_end_s", {}).items() if v > 2.0],
+             "max_pause_s": max(r.get("max_pause_s", {}).values(), default=None),
              "alive": r["alive"],
              "fatal": sorted({e["code"] for e in r["errors"] if e.get("fatal")}),
              "error_codes": sorted({e.get("code", e["ev"]) for e in r["errors"]})}
@@ -497,7 +529,8 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--out", required=True)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--scenarios", nargs="+", default=["kill", "restart"],
-                        choices=["kill", "restart", "broker-restart"])
+                        choices=["kill", "restart", "broker-restart",
+                                 "coordinator-restart"])
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--rate", type=float, default=200.0, help="records/s")
     parser.add_argument("--warmup", type=float, default=3.0,
@@ -522,10 +555,10 @@ def main(argv: list[str] | None = None) -> int:
     for run in range(1, args.runs + 1):
         for scenario in args.scenarios:
             print(f"{args.variant} run {run} {scenario} ...", flush=True)
-            if scenario == "broker-restart":
-                r = scenario_broker_restart(args, run)
+            if scenario in ("broker-restart", "coordinator-restart"):
+                r = scenario_broker_restart(args, run, scenario == "coordinator-restart")
                 print("  resume after broker ready:", r["resume_after_ready_s"],
-                      "idle at end:", r["idle_at_end_s"],
+                      "idle at end:", r["idle_at_end_s"], "max pause:", r["max_pause_s"],
                       "alive:", r["alive"], "errors:",
                       sorted({e.get("code", e["ev"]) for e in r["errors"]}), flush=True)
             else:
