@@ -47,21 +47,22 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    ResourceType,
 )
 
+from hookstream.core.group import Membership
 from hookstream.core.topics import TopicSpec
 from hookstream.dev import localstack
-from hookstream.io.kafka import consumer_config, delete_topics, ensure_topics
+from hookstream.io.kafka import (
+    consumer_config,
+    delete_topics,
+    ensure_topics,
+    group_timeouts,
+    set_group_timeouts,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench-results"
 VARIANTS = ("classic", "static", "kip848", "kip848-static")
-KIP848_UNSUPPORTED = ("session.timeout.ms", "heartbeat.interval.ms",
-                      "partition.assignment.strategy")
 
 
 # --------------------------------------------------------------------------- member
@@ -69,19 +70,18 @@ KIP848_UNSUPPORTED = ("session.timeout.ms", "heartbeat.interval.ms",
 
 def member_config(variant: str, bootstrap: str, group: str, name: str,
                   classic_session_ms: int | None = None) -> dict[str, Any]:
+    if variant.startswith("kip848"):
+        # The timeouts are the group's (set_group_timeouts), not the member's.
+        membership = Membership("consumer")
+    else:  # the broker must allow a classic session below 6 s (group.min.session...)
+        session_ms = classic_session_ms or 6_000
+        membership = Membership("classic", session_ms, max(session_ms // 4, 100))
     config = consumer_config(
-        bootstrap, group, name,
+        bootstrap, group, name, membership,
         # The benchmark measures the group, not the services' commit path: offsets are
         # committed by librdkafka twice a second.
         **{"enable.auto.commit": True, "enable.auto.offset.store": True,
            "auto.commit.interval.ms": 500})
-    if variant.startswith("kip848"):
-        for key in KIP848_UNSUPPORTED:  # librdkafka refuses them with this protocol
-            config.pop(key, None)
-        config["group.protocol"] = "consumer"
-    elif classic_session_ms is not None:  # the broker must allow it (group.min.session...)
-        config["session.timeout.ms"] = classic_session_ms
-        config["heartbeat.interval.ms"] = max(classic_session_ms // 4, 100)
     if variant.endswith("static"):
         config["group.instance.id"] = f"{group}-{name}"
     return config
@@ -266,21 +266,10 @@ class Load:
         self.producer.flush(30)
 
 
-def set_group_timeouts(bootstrap: str, group: str, session_ms: int, heartbeat_ms: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-        ConfigEntry("consumer.session.timeout.ms", str(session_ms),
-                    incremental_operation=AlterConfigOpType.SET),
-        ConfigEntry("consumer.heartbeat.interval.ms", str(heartbeat_ms),
-                    incremental_operation=AlterConfigOpType.SET),
-    ])
-    for future in admin.incremental_alter_configs([resource]).values():
-        future.result(timeout=30)
-    described = admin.describe_configs([ConfigResource(ResourceType.GROUP, group)])
-    for future in described.values():
-        entries = future.result(timeout=30)
-        print("  group config:", {k: v.value for k, v in entries.items()
-                                  if k.startswith("consumer.")}, flush=True)
+def configure_group(bootstrap: str, group: str, session_ms: int, heartbeat_ms: int) -> None:
+    set_group_timeouts(bootstrap, [group], Membership("consumer", session_ms, heartbeat_ms))
+    print("  group config (session, heartbeat ms):", group_timeouts(bootstrap, group),
+          flush=True)
 
 
 def wait_steady(members: list[Member], partitions: int, timeout: float = 90.0) -> float:
@@ -343,7 +332,7 @@ def scenario_member_loss(args: argparse.Namespace, restart: bool, run: int) -> d
     workdir.mkdir(parents=True, exist_ok=True)
     ensure_topics(args.bootstrap, [TopicSpec(topic, args.partitions, {}, args.replication)])
     if args.variant.startswith("kip848"):
-        set_group_timeouts(args.bootstrap, group, args.session_ms, args.heartbeat_ms)
+        configure_group(args.bootstrap, group, args.session_ms, args.heartbeat_ms)
     load = Load(args.bootstrap, topic, args.partitions, args.rate)
     members = [Member(args, workdir, group, topic, n, 1) for n in ("a", "b")]
     try:
@@ -418,7 +407,7 @@ def scenario_broker_restart(args: argparse.Namespace, run: int,
     workdir.mkdir(parents=True, exist_ok=True)
     ensure_topics(args.bootstrap, [TopicSpec(topic, args.partitions, {}, args.replication)])
     if args.variant.startswith("kip848"):
-        set_group_timeouts(args.bootstrap, group, args.session_ms, args.heartbeat_ms)
+        configure_group(args.bootstrap, group, args.session_ms, args.heartbeat_ms)
     load = Load(args.bootstrap, topic, args.partitions, args.rate)
     members = [Member(args, workdir, group, topic, n, 1) for n in ("a", "b")]
     try:

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 from confluent_kafka import Consumer, Message, TopicPartition
 from hookstream.dispatcher.offset_book import TP, OffsetBook
 
+from hookstream.core.group import DEFAULT_MEMBERSHIP, Membership
 from hookstream.io.kafka import (
     KafkaPermanent,
     KafkaTransient,
@@ -56,8 +57,10 @@ def _partitions(commits: dict[TP, int]) -> list[TopicPartition]:
 
 class DeliveryConsumer:
     def __init__(self, *, bootstrap: str, group_id: str, topic: str, book: OffsetBook,
-                 fail: Callable[[str, BaseException], None]):
+                 fail: Callable[[str, BaseException], None],
+                 membership: Membership = DEFAULT_MEMBERSHIP):
         self._bootstrap, self._group_id, self._topic = bootstrap, group_id, topic
+        self._membership = membership
         self._book, self._fail = book, fail
         self._kafka = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka")
         self._consumer: Consumer | None = None
@@ -111,7 +114,7 @@ class DeliveryConsumer:
         self.watch.reset()
         self._paused.clear()
         consumer = Consumer(watching(consumer_config(
-            self._bootstrap, self._group_id, "hookstream-dispatcher",
+            self._bootstrap, self._group_id, "hookstream-dispatcher", self._membership,
             **{"fetch.wait.max.ms": 50}), self.watch))
         with translated("subscribe"):
             consumer.subscribe([self._topic], on_assign=self._on_assign,

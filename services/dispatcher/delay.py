@@ -31,6 +31,7 @@ from confluent_kafka import Message
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from hookstream.core.codec import CodecError, DeliveryTask
+from hookstream.core.group import DEFAULT_MEMBERSHIP, Membership
 from hookstream.core.topics import Topics
 from hookstream.io.kafka import (
     TP,
@@ -99,7 +100,8 @@ class DelayMetrics:
 
 class DelayForwarder:
     def __init__(self, bootstrap: str, group_id: str, topics: Topics, tiers: Tiers,
-                 registry: CollectorRegistry, stop: threading.Event):
+                 registry: CollectorRegistry, stop: threading.Event,
+                 membership: Membership = DEFAULT_MEMBERSHIP):
         self.topics = topics
         self.tiers = tiers
         self.metrics = DelayMetrics(registry)
@@ -107,6 +109,7 @@ class DelayForwarder:
         self.stop = stop
         self.bootstrap = bootstrap
         self.group_id = group_id
+        self.membership = membership
         self.publisher = Publisher(bootstrap, "hookstream-delay")
         self.consumer: GroupConsumer | None = None
         self.last_error: str | None = None
@@ -142,7 +145,7 @@ class DelayForwarder:
 
     def _loop(self) -> None:
         consumer = self.consumer = GroupConsumer(
-            consumer_config(self.bootstrap, self.group_id, "hookstream-delay"),
+            consumer_config(self.bootstrap, self.group_id, "hookstream-delay", self.membership),
             self.tiers.topics, on_revoke=self._forget, on_lost=self._forget)
         backoff_s = 0.5
         try:

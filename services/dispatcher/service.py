@@ -107,7 +107,7 @@ class Dispatcher:
         self._store = Store(s.database_url, s.lease_s, keyring=s.secret_keys)  # opened in _main
         self.consumer = DeliveryConsumer(
             bootstrap=s.kafka_bootstrap, group_id=s.group_id, topic=self.topics.deliveries,
-            book=self.book, fail=self._fail)
+            book=self.book, fail=self._fail, membership=s.membership)
         self.endpoints = EndpointTable(sched=self.sched, policy=circuit, metrics=self.metrics,
                                        refresh_s=s.endpoint_refresh_s)
         self.writer = OutcomeWriter(
@@ -158,7 +158,7 @@ class Dispatcher:
         await self.consumer.subscribe()
         delay = self._delay = DelayForwarder(
             s.kafka_bootstrap, f"{s.group_id}-delay", self.topics, self.topics.tiers,
-            self.registry, self.stop).start()
+            self.registry, self.stop, s.membership).start()
         lost = LostWork(store=store, settings=s, topic=self.topics.deliveries,
                         metrics=self.metrics, publish=self._publish, fail=self._fail,
                         writer_stuck_for=self.writer.stuck_for,

@@ -373,7 +373,8 @@ class Fanout:
         consumer rewound, or rebuilt when it cannot be), after a capped backoff."""
         consumer = self.consumer = GroupConsumer(
             consumer_config(self.settings.kafka_bootstrap, self.settings.group_id,
-                            "hookstream-fanout"), [self.topics.events])
+                            "hookstream-fanout", self.settings.membership),
+            [self.topics.events])
         backoff_s = 0.5
         try:
             while not self.stop.is_set():

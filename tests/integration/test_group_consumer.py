@@ -9,6 +9,7 @@ import uuid
 
 import pytest
 
+from hookstream.core.group import Membership
 from hookstream.core.topics import TopicSpec
 from hookstream.io.kafka import (
     GroupConsumer,
@@ -112,8 +113,14 @@ def test_no_broker_reads_as_unreachable_and_a_commit_fails_transiently() -> None
         consumer.close()
 
 
-def test_an_error_event_is_raised_as_the_projects_own(stack: Stack) -> None:
-    consumer = _consumer(stack, f"g-{uuid.uuid4().hex}", f"missing-{uuid.uuid4().hex[:8]}")
+@pytest.mark.parametrize("protocol", ["consumer", "classic"])
+def test_a_missing_topic_is_raised_as_the_projects_own_error(stack: Stack,
+                                                             protocol: str) -> None:
+    # Classic reports it as an error event; KIP-848 says nothing (the member would idle
+    # green forever), so the idle probe looks the topic up.
+    consumer = GroupConsumer(consumer_config(
+        stack.bootstrap, f"g-{uuid.uuid4().hex}", "test", Membership(protocol)),
+        [f"missing-{uuid.uuid4().hex[:8]}"])
     try:
         with pytest.raises(KafkaTransient, match="UNKNOWN_TOPIC_OR_PART"):
             deadline = time.monotonic() + 15
@@ -137,13 +144,13 @@ def test_a_member_is_seen_in_librdkafkas_statistics(stack: Stack, topic: str) ->
 
 def test_a_consumer_the_coordinator_keeps_out_of_the_group_is_rebuilt(stack: Stack,
                                                                        topic: str) -> None:
-    # A session timeout below the broker's minimum (Kafka's 6 s, the local stack's 1 s):
-    # every JoinGroup is refused while
-    # the coordinator answers — a member outside its group for good, for real. consume()
-    # says so (KafkaPermanent, so the service's recover() rebuilds it) once the bound
-    # passed, instead of reporting transient errors forever.
-    config = {**consumer_config(stack.bootstrap, f"g-{uuid.uuid4().hex}", "test"),
-              "session.timeout.ms": 500, "heartbeat.interval.ms": 100}
+    # A classic member asking for a session timeout below the broker's minimum (Kafka's
+    # 6 s, the local stack's 1 s): every JoinGroup is refused while the coordinator
+    # answers — a member outside its group for good, for real. consume() says so
+    # (KafkaPermanent, so the service's recover() rebuilds it) once the bound passed,
+    # instead of reporting transient errors forever.
+    config = consumer_config(stack.bootstrap, f"g-{uuid.uuid4().hex}", "test",
+                             Membership("classic", 500, 100))
     consumer = GroupConsumer(config, [topic], watch=MembershipWatch(stuck_after_s=5))
     started = time.monotonic()
     try:

@@ -54,6 +54,39 @@ def topics(settings: CommonSettings, partitions: int | None = None) -> list[str]
     return created
 
 
+def service_groups(settings: CommonSettings) -> list[str]:
+    """The consumer groups of the services (the delay forwarder's is the dispatcher's +
+    '-delay')."""
+    return [settings.fanout_group_id, settings.dispatcher_group_id,
+            f"{settings.dispatcher_group_id}-delay"]
+
+
+def group_timeouts(settings: CommonSettings) -> list[str]:
+    """Under the consumer protocol (KIP-848) the broker keeps each group's session timeout
+    and heartbeat interval: set the settings' on the services' groups; returns the groups
+    configured (none under the classic protocol, where each member sends its own)."""
+    from hookstream.io.kafka import GroupConfigRefused, set_group_timeouts
+
+    membership = settings.membership
+    if not membership.broker_side:
+        return []
+    groups = service_groups(settings)
+    try:
+        set_group_timeouts(settings.kafka_bootstrap, groups, membership)
+    except GroupConfigRefused as exc:
+        raise CommandError(str(exc), USAGE) from None
+    return groups
+
+
+def print_groups(settings: CommonSettings, groups: list[str]) -> None:
+    m = settings.membership
+    if groups:
+        print(f"group timeouts: session {m.session_timeout_ms} ms, heartbeat "
+              f"{m.heartbeat_interval_ms} ms on {', '.join(groups)}")
+    else:
+        print("group timeouts: sent by each member (classic protocol)")
+
+
 class TopicsDiffer(CommandError):
     """Existing topics are not what the settings ask for: each difference on its own line
     (stderr), then the one summary line of the error style."""
@@ -79,14 +112,16 @@ def cmd_migrate(_args: argparse.Namespace) -> int:
 
 
 def cmd_topics(args: argparse.Namespace) -> int:
+    settings = from_env(CommonSettings)
     try:
-        created = topics(from_env(CommonSettings), args.partitions)
+        created = topics(settings, args.partitions)
     except TopicsDiffer as exc:
         _print_created(exc.created)
         for m in exc.differ:
             print(f"hookstream: {m.line()}", file=sys.stderr)
         raise
     _print_created(created)
+    print_groups(settings, group_timeouts(settings))
     return 0
 
 
@@ -113,7 +148,10 @@ def register(sub: Any) -> None:
                     "HOOKSTREAM_TOPIC_REPLICATION_FACTOR and _MIN_INSYNC_REPLICAS. Existing "
                     "ones are left alone but checked: a partition count, replication "
                     "factor or min.insync.replicas other than the settings' is reported "
-                    "and the command exits 1.")
+                    "and the command exits 1. Under the consumer group protocol (KIP-848) it "
+                    "also sets the services' groups' session timeout and heartbeat interval "
+                    "(HOOKSTREAM_KAFKA_SESSION_TIMEOUT_MS, _HEARTBEAT_INTERVAL_MS), which the "
+                    "broker keeps.")
     p.add_argument("--partitions", type=_partitions, default=None,
                    help="partitions of the events, deliveries and delay-tier topics "
                         "(default HOOKSTREAM_TOPIC_PARTITIONS, 6)")

@@ -33,11 +33,13 @@ def cmd_stack(args: argparse.Namespace) -> int:
         settings = _stack_settings()
         applied = provision.migrate(settings)
         created = provision.topics(settings)
+        groups = provision.group_timeouts(settings)
         took = warm_group_coordinator(settings.kafka_bootstrap,
                                       provision.Topics(settings.topic_prefix).events)
         if not args.json:
             print("migrations applied: " + (", ".join(applied) if applied else "none"))
             print("topics created: " + (", ".join(created) if created else "none (all exist)"))
+            provision.print_groups(settings, groups)
             print(f"kafka group coordinator ready ({took:.1f}s)")
     return code
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from hookstream.core.group import PROTOCOLS, Membership
 from hookstream.core.secretbox import Keyring, parse_keyring
 
 T = TypeVar("T")
@@ -228,6 +229,18 @@ class CommonSettings:
     dispatcher_group_id: str = env_field(
         "DISPATCHER_GROUP_ID", "hookstream-dispatcher",
         doc="consumer group of the dispatcher (its delay forwarder's is this + '-delay')")
+    # Group membership (issue #16, hookstream.core.group): how fast a dead member's
+    # partitions are taken over. Under the consumer protocol the broker keeps the
+    # timeouts as the group's configuration (`hookstream topics` sets them; the broker
+    # refuses values below its group.consumer.min.session.timeout.ms, 45 s by default).
+    kafka_group_protocol: str = env_field(
+        "KAFKA_GROUP_PROTOCOL", "consumer", _one_of(*PROTOCOLS),
+        "consumer (KIP-848, Kafka 4) or classic (the join/sync protocol)")
+    kafka_session_timeout_ms: int = env_field(
+        "KAFKA_SESSION_TIMEOUT_MS", 3_000, pos_int,
+        "a member silent this long loses its partitions (the takeover time after a kill)")
+    kafka_heartbeat_interval_ms: int = env_field(
+        "KAFKA_HEARTBEAT_INTERVAL_MS", 500, pos_int, "how often members heartbeat")
     http_host: str = env_field("HTTP_HOST", "127.0.0.1", doc="address of /metrics and /healthz")
     log_level: str = env_field("LOG_LEVEL", "INFO")
     log_format: str = env_field("LOG_FORMAT", "json", doc="json or text")
@@ -259,7 +272,13 @@ class CommonSettings:
         "allocations between young-generation collections (Python's default 700 made the "
         "collector ~15 % of the dispatcher's CPU per attempt; BENCHMARKS.md)")
 
+    @property
+    def membership(self) -> Membership:
+        return Membership(self.kafka_group_protocol, self.kafka_session_timeout_ms,
+                          self.kafka_heartbeat_interval_ms)
+
     def __post_init__(self) -> None:
+        self.membership  # noqa: B018 - validates the three together (raises ValueError)
         if self.topic_min_insync_replicas > self.topic_replication_factor:
             # Kafka accepts this and then refuses every acks=all write: fail at start instead.
             raise ValueError(

@@ -13,8 +13,16 @@ from typing import Any, cast
 
 import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
+from hookstream.core.group import DEFAULT_MEMBERSHIP, Membership
 from hookstream.core.topic_check import MIN_ISR, ObservedTopic
 from hookstream.core.topics import TopicSpec
 from hookstream.policy.membership import MembershipWatch, group_stats
@@ -71,7 +79,8 @@ def producer_config(bootstrap: str, client_id: str, **overrides: object) -> dict
 
 
 def consumer_config(
-    bootstrap: str, group_id: str, client_id: str, **overrides: object
+    bootstrap: str, group_id: str, client_id: str, membership: Membership = DEFAULT_MEMBERSHIP,
+    **overrides: object
 ) -> dict[str, object]:
     config: dict[str, object] = {
         "bootstrap.servers": bootstrap,
@@ -83,20 +92,91 @@ def consumer_config(
         "enable.auto.offset.store": False,
         "auto.offset.reset": "earliest",
         "isolation.level": "read_committed",
-        # A SIGKILLed member holds its partitions until its session times out (the chaos
-        # run saw a 10 s stall): the broker's minimum, 6 s, keeps that gap short.
-        "session.timeout.ms": 6_000,
-        "heartbeat.interval.ms": 1_500,
         "max.poll.interval.ms": 300_000,
-        "partition.assignment.strategy": "cooperative-sticky",
         # librdkafka prefetches up to 100k messages per partition by default: hundreds of
         # MB of RSS under a large backlog. We read 500 at a time; a few thousand ahead is
         # plenty and keeps the services' memory flat whatever the lag.
         "queued.min.messages": 5_000,
         "queued.max.messages.kbytes": 8_192,
+        **membership_config(membership),
     }
     config.update(overrides)
     return config
+
+
+def membership_config(membership: Membership) -> dict[str, object]:
+    """The client keys of ``membership``. Under KIP-848 the broker assigns (server-side
+    assignor, incremental) and holds the timeouts: librdkafka refuses session.timeout.ms,
+    heartbeat.interval.ms and partition.assignment.strategy with that protocol."""
+    if membership.broker_side:
+        return {"group.protocol": "consumer"}
+    return {
+        "group.protocol": "classic",
+        # A SIGKILLed member holds its partitions until its session times out.
+        "session.timeout.ms": membership.session_timeout_ms,
+        "heartbeat.interval.ms": membership.heartbeat_interval_ms,
+        # Incremental: a rebalance moves only the partitions that change owner, the
+        # others keep flowing (the same semantics KIP-848 has by construction).
+        "partition.assignment.strategy": "cooperative-sticky",
+    }
+
+
+class GroupConfigRefused(RuntimeError):
+    """The broker refused the group's timeouts (not transient), e.g. below its
+    group.consumer.min.session.timeout.ms."""
+
+
+def set_group_timeouts(bootstrap: str, groups: Sequence[str], membership: Membership,
+                       timeout_s: float = 30.0) -> None:
+    """Make ``membership``'s timeouts the configuration of each of ``groups`` (KIP-848
+    keeps them on the broker, per group; a group that does not exist yet gets them when
+    it is created). Idempotent."""
+    admin = _admin(bootstrap)
+    resources = [ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+        ConfigEntry("consumer.session.timeout.ms", str(membership.session_timeout_ms),
+                    incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("consumer.heartbeat.interval.ms", str(membership.heartbeat_interval_ms),
+                    incremental_operation=AlterConfigOpType.SET),
+    ]) for group in groups]
+    for resource, future in admin.incremental_alter_configs(resources).items():
+        try:
+            future.result(timeout=timeout_s)
+        except KafkaException as exc:
+            err = exc.args[0]
+            if err.code() in _REFUSED_CREATE:
+                raise GroupConfigRefused(
+                    f"the broker refused group {resource.name}'s consumer.session.timeout.ms="
+                    f"{membership.session_timeout_ms} / consumer.heartbeat.interval.ms="
+                    f"{membership.heartbeat_interval_ms}: {err.str()} (its "
+                    "group.consumer.min.session.timeout.ms / "
+                    "group.consumer.min.heartbeat.interval.ms are above them: lower those "
+                    "in the brokers' configuration, or set HOOKSTREAM_KAFKA_GROUP_PROTOCOL="
+                    "classic)") from exc
+            raise BrokerUnavailable(f"cannot configure group {resource.name}: {exc}") from exc
+    # The alter is acknowledged once the controller has it; the broker that describes
+    # (and applies) the group's config may see it a moment later. Return only once it
+    # does, so "configured" means "in effect" for a member joining next.
+    wanted = (membership.session_timeout_ms, membership.heartbeat_interval_ms)
+    deadline = time.monotonic() + timeout_s
+    for group in groups:
+        while group_timeouts(bootstrap, group, timeout_s) != wanted:
+            if time.monotonic() > deadline:
+                raise BrokerUnavailable(f"group {group}'s new timeouts not in effect after "
+                                        f"{timeout_s:g} s")
+            time.sleep(0.05)
+
+
+def group_timeouts(bootstrap: str, group: str, timeout_s: float = 30.0) -> tuple[int, int]:
+    """(session timeout, heartbeat interval) in ms that the broker applies to ``group``
+    under KIP-848: its own configuration, else the broker's defaults."""
+    admin = _admin(bootstrap)
+    resource = ConfigResource(ResourceType.GROUP, group)
+    try:
+        entries = admin.describe_configs([resource])[resource].result(timeout=timeout_s)
+    except KafkaException as exc:
+        raise BrokerUnavailable(f"cannot describe group {group}: {exc}") from exc
+    return (int(entries["consumer.session.timeout.ms"].value),
+            int(entries["consumer.heartbeat.interval.ms"].value))
 
 
 def check_reachable(bootstrap: str, timeout_s: float = 5.0) -> None:
@@ -697,8 +777,12 @@ class GroupConsumer:
         if now - self._last_probe < self.probe_interval_s:
             return
         self._last_probe = now
+        missing: list[KafkaError] = []
         try:
-            self._consumer.list_topics(self._topics[0], timeout=2.0)
+            for topic in self._topics:
+                found = self._consumer.list_topics(topic, timeout=2.0).topics.get(topic)
+                if found is not None and found.error is not None:
+                    missing.append(found.error)
         except KafkaException as exc:
             self._probe_failures += 1
             if self._probe_failures >= 2:  # one slow answer on a busy host is not an outage
@@ -706,6 +790,11 @@ class GroupConsumer:
                 self.last_error = f"kafka: metadata probe failed: {exc}"
             return
         self._answered()
+        if missing:
+            # The classic protocol reports a subscribed topic that does not exist as an
+            # error event; KIP-848 says nothing and the member idles. Either way the
+            # caller hears it (a service reports it instead of a quiet green idle).
+            raise consumer_error(missing[0], "consume")
 
     def commit(self, offsets: dict[TP, int], *, asynchronous: bool = False) -> None:
         """Commit the next offset to read of each partition; call it only once what

@@ -47,12 +47,10 @@ from dataclasses import dataclass, field
 from confluent_kafka import (
     TIMESTAMP_NOT_AVAILABLE,
     Consumer,
-    ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, OffsetSpec
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from hookstream.io.kafka import BrokerUnavailable
@@ -194,14 +192,20 @@ class KafkaLagSource:
     groups: Mapping[str, Sequence[str]]
     timeout_s: float = 5.0
     read_timeout_s: float = 2.0
-    _admin: AdminClient = field(init=False, repr=False)
     _reader: Consumer = field(init=False, repr=False)
+    # One handle per measured group, only ever asked committed(): it never subscribes,
+    # so it never joins the group it reads.
+    _offsets_of: dict[str, Consumer] = field(default_factory=dict, repr=False)
     _record_times: dict[tuple[str, int, int], float] = field(default_factory=dict, repr=False)
     _history: dict[TP, deque[tuple[int, float]]] = field(default_factory=dict, repr=False)
 
+    # Why consumer handles and not the AdminClient (list_consumer_group_offsets,
+    # list_offsets): librdkafka 2.16's admin worker aborted the whole process (assertion
+    # `eonce->refcnt > 0` in rd_kafka_enq_once_del_source_return) while a group
+    # coordinator broker was killed under it — in every service, since each samples
+    # every group. OffsetFetch through a consumer's own coordinator and per-partition
+    # watermark queries do not go through that code.
     def __post_init__(self) -> None:
-        self._admin = AdminClient({"bootstrap.servers": self.bootstrap,
-                                   "client.id": "hookstream-lag"})
         self._reader = Consumer({
             "bootstrap.servers": self.bootstrap,
             # librdkafka wants a group id for any consumer handle; this one only ever
@@ -219,7 +223,18 @@ class KafkaLagSource:
         })
 
     def close(self) -> None:
+        for handle in self._offsets_of.values():
+            handle.close()
         self._reader.close()
+
+    def _group_handle(self, group: str) -> Consumer:
+        handle = self._offsets_of.get(group)
+        if handle is None:
+            handle = self._offsets_of[group] = Consumer({
+                "bootstrap.servers": self.bootstrap, "group.id": group,
+                "client.id": "hookstream-lag-offsets", "enable.auto.commit": False,
+                "enable.auto.offset.store": False})
+        return handle
 
     def sample(self) -> LagSnapshot:
         try:
@@ -228,7 +243,7 @@ class KafkaLagSource:
             raise BrokerUnavailable(f"lag sample failed: {exc}") from exc
 
     def _sample(self) -> LagSnapshot:
-        metadata = self._admin.list_topics(timeout=self.timeout_s)
+        metadata = self._reader.list_topics(timeout=self.timeout_s)
         partitions_of = {name: sorted(t.partitions) for name, t in metadata.topics.items()
                          if t.error is None}
         committed: dict[str, dict[TP, int | None]] = {}
@@ -238,15 +253,14 @@ class KafkaLagSource:
         all_tps = {tp for wanted in committed.values() for tp in wanted}
         if not all_tps:
             return LagSnapshot(())
-        high = self._list_offsets(all_tps, OffsetSpec.latest())
+        marks = self._watermarks(all_tps)
+        high = {tp: hw for tp, (_low, hw) in marks.items()}
         sampled_at = time.time()
         for tp, hw in high.items():
             history = self._history.setdefault(tp, deque(maxlen=HISTORY_POINTS))
             if not history or history[-1][0] != hw:
                 history.append((hw, sampled_at))
-        no_commit = {tp for wanted in committed.values() for tp, off in wanted.items()
-                     if off is None}
-        low = self._list_offsets(no_commit, OffsetSpec.earliest()) if no_commit else {}
+        low = {tp: lw for tp, (lw, _high) in marks.items()}
 
         rows: list[tuple[str, TP, int | None, int, int]] = []
         for group, wanted in committed.items():
@@ -271,23 +285,27 @@ class KafkaLagSource:
         return LagSnapshot(tuple(out))
 
     def _committed(self, group: str, tps: list[TP]) -> dict[TP, int | None]:
-        request = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p) for t, p in tps])
-        futures = self._admin.list_consumer_group_offsets(
-            [request], request_timeout=self.timeout_s)
-        result = futures[group].result(timeout=self.timeout_s)
+        result = self._group_handle(group).committed(
+            [TopicPartition(t, p) for t, p in tps], timeout=self.timeout_s)
         offsets: dict[TP, int | None] = dict.fromkeys(tps)
-        for tp in result.topic_partitions or []:
+        for tp in result:
             if tp.error is not None:
                 raise KafkaException(tp.error)
             # A negative offset (OFFSET_INVALID) means "nothing committed here".
             offsets[(tp.topic, tp.partition)] = tp.offset if tp.offset >= 0 else None
         return offsets
 
-    def _list_offsets(self, tps: Iterable[TP], spec: OffsetSpec) -> dict[TP, int]:
-        futures = self._admin.list_offsets(
-            {TopicPartition(t, p): spec for t, p in tps}, request_timeout=self.timeout_s)
-        return {(tp.topic, tp.partition): f.result(timeout=self.timeout_s).offset
-                for tp, f in futures.items()}
+    def _watermarks(self, tps: Iterable[TP]) -> dict[TP, tuple[int, int]]:
+        """(log start, high watermark) of each partition, asked of its leader."""
+        out: dict[TP, tuple[int, int]] = {}
+        for t, p in tps:
+            marks = self._reader.get_watermark_offsets(
+                TopicPartition(t, p), timeout=self.timeout_s, cached=False)
+            if marks is None:  # no answer within the timeout
+                raise KafkaException(KafkaError(KafkaError._TIMED_OUT,
+                                                f"no watermarks for {t}/{p}"))
+            out[(t, p)] = marks
+        return out
 
     def _read_record_times(self, wanted: set[tuple[str, int, int]]) -> None:
         """Timestamp of the record at each (topic, partition, offset); misses are left out
