@@ -47,12 +47,13 @@ def start_pipeline(stack: Stack, db_url: str, topics: Topics,
     SIGKILLed with ``kill()`` and did not start again (that one is expected to be -9)."""
     started: list[Pipeline] = []
 
-    def start(dispatchers: int = 1, env: dict[str, str] | None = None,
-              **settings: str) -> Pipeline:
+    def start(dispatchers: int = 1, env: dict[str, str] | None = None, *,
+              relays: int = 1, fanouts: int = 1, **settings: str) -> Pipeline:
         full = pipeline_env(database_url=db_url, bootstrap=stack.bootstrap,
                             topic_prefix=topics.prefix,
                             **{"allow_private_targets": "true", **settings})
-        p = Pipeline({**full, **(env or {})}, log_dir, dispatchers=dispatchers).start()
+        p = Pipeline({**full, **(env or {})}, log_dir, dispatchers=dispatchers,
+                     relays=relays, fanouts=fanouts).start()
         started.append(p)
         return p
 

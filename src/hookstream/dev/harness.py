@@ -163,16 +163,17 @@ def pipeline_env(*, database_url: str, bootstrap: str, topic_prefix: str,
 
 
 class Pipeline:
-    """relay + fanout + dispatcher (one or more dispatchers) as processes."""
+    """relay + fanout + dispatcher as processes, each as one or more replicas: the first
+    is keyed by the service's name, the next ones "fanout2", "fanout3"…"""
 
-    def __init__(self, env: dict[str, str], log_dir: Path, dispatchers: int = 1):
-        self.processes: dict[str, ServiceProcess] = {
-            "relay": ServiceProcess("relay", env, log_dir / "relay.log"),
-            "fanout": ServiceProcess("fanout", env, log_dir / "fanout.log"),
-        }
-        for i in range(dispatchers):
-            key = "dispatcher" if i == 0 else f"dispatcher{i + 1}"
-            self.processes[key] = ServiceProcess("dispatcher", env, log_dir / f"{key}.log")
+    def __init__(self, env: dict[str, str], log_dir: Path, dispatchers: int = 1, *,
+                 relays: int = 1, fanouts: int = 1):
+        self.processes: dict[str, ServiceProcess] = {}
+        for name, count in (("relay", relays), ("fanout", fanouts),
+                            ("dispatcher", dispatchers)):
+            for i in range(count):
+                key = name if i == 0 else f"{name}{i + 1}"
+                self.processes[key] = ServiceProcess(name, env, log_dir / f"{key}.log")
 
     def __getitem__(self, key: str) -> ServiceProcess:
         return self.processes[key]
