@@ -28,6 +28,18 @@ def wait_until(fn: Callable[[], T], timeout_s: float = 30.0, interval_s: float =
     raise AssertionError(f"{message} not reached within {timeout_s}s (last: {last!r})")
 
 
+def wait_delivered(db_url: str, total: int, timeout_s: float) -> None:
+    """Until ``total`` deliveries are delivered; fails with the count by status."""
+    def statuses() -> dict[str, int]:
+        return dict(query(db_url, "SELECT status, count(*) FROM deliveries GROUP BY 1"))
+
+    try:
+        wait_until(lambda: statuses().get("delivered") == total, timeout_s, interval_s=0.5,
+                   message=f"all {total} delivered")
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; by status: {statuses()}") from None
+
+
 def query(db_url: str, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
     with psycopg.connect(db_url) as conn:
         return conn.execute(sql, params).fetchall()

@@ -38,7 +38,7 @@ from hookstream.dev.receiver import Behaviour, Receiver
 from hookstream.outbox import write_event
 from tests.e2e.conftest import add_endpoint
 from tests.e2e.test_faults_dispatcher_under_load import _assert_reconciled
-from tests.helpers import scalar, wait_until
+from tests.helpers import scalar, wait_delivered, wait_until
 
 pytestmark = pytest.mark.faults
 log = logging.getLogger(__name__)
@@ -137,9 +137,7 @@ def test_the_partition_leader_killed_under_load_loses_nothing(
         stop.set()
         writer.join()
         total = len(written) * ENDPOINTS
-        wait_until(lambda: scalar(db_url, "SELECT count(*) FROM deliveries WHERE status"
-                                          " = 'delivered'") == total, 120,
-                   message=f"all {total} delivered")
+        wait_delivered(db_url, total, 120)
         problems = [f"{k} exited" for k, p in pipeline.processes.items() if not p.running()]
         assert not problems, problems
     finally:

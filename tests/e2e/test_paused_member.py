@@ -29,7 +29,7 @@ from hookstream.dev.receiver import Behaviour, Receiver
 from hookstream.outbox import write_event
 from tests.conftest import Stack
 from tests.e2e.conftest import StartPipeline, add_endpoint
-from tests.helpers import query, scalar, wait_until
+from tests.helpers import query, wait_delivered, wait_until
 
 pytestmark = pytest.mark.faults
 log = logging.getLogger(__name__)
@@ -94,9 +94,7 @@ def test_a_dispatcher_frozen_past_its_session_is_replaced_then_rejoins(
         stop.set()
         writer.join()
     total = len(written) * ENDPOINTS
-    wait_until(lambda: scalar(db_url, "SELECT count(*) FROM deliveries WHERE status"
-                                      " = 'delivered'") == total, 90,
-               message=f"all {total} delivered")
+    wait_delivered(db_url, total, 90)
     assert frozen.running(), frozen.tail()
 
     # No event written after the freeze waited much longer than the session timeout took

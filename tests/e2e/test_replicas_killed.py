@@ -25,7 +25,7 @@ from hookstream.dev.receiver import Behaviour, Receiver
 from hookstream.outbox import write_event
 from tests.e2e.conftest import StartPipeline, add_endpoint
 from tests.e2e.test_faults_dispatcher_under_load import _assert_reconciled
-from tests.helpers import scalar, wait_until
+from tests.helpers import wait_delivered, wait_until
 
 pytestmark = pytest.mark.faults
 
@@ -93,9 +93,7 @@ def test_one_replica_of_each_killed_in_turn(
         writer.join()
         print("; ".join(report))
     total = written[0]
-    wait_until(lambda: scalar(db_url, "SELECT count(*) FROM deliveries WHERE status"
-                                      " = 'delivered'") == total, 90,
-               message=f"all {total} delivered")
+    wait_delivered(db_url, total, 90)
     _assert_reconciled(db_url, receiver)
     exited = [k for k in ("relay", "fanout", "dispatcher") if not p[k].running()]
     assert not exited, f"surviving replicas exited: {exited}"
