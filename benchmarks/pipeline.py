@@ -32,6 +32,7 @@ import time
 import urllib.request
 import uuid
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -39,6 +40,7 @@ from typing import Any
 
 import orjson
 import psycopg
+from confluent_kafka.admin import AdminClient
 
 from benchmarks import latency_budget
 from benchmarks.common import RESULTS, proc_stats
@@ -401,8 +403,12 @@ class Chaos(threading.Thread):
 
     def __init__(self, services: dict[str, ServiceProcess], duration_s: float, seed: int,
                  monitor: Monitor, kills_per_service: int = 2, kafka_down_s: float = 3.0,
-                 pg_down_s: float = 3.0):
+                 pg_down_s: float = 3.0, leader_of: Sequence[str] = ()):
         super().__init__(name="chaos", daemon=True)
+        # On a cluster the Kafka fault is the partition leader's death (SIGKILL the broker
+        # leading most partitions of these topics, bring it back later), not a stop of
+        # the whole cluster: what a replicated deployment meets.
+        self.leader_of = list(leader_of)
         rng = random.Random(seed)
         self.services, self.monitor = services, monitor
         plan: list[tuple[float, str]] = []
@@ -438,6 +444,15 @@ class Chaos(threading.Thread):
                 p.start()
                 self._mark(f"restarted {name}")
                 self.fault_ends.append((f"SIGKILL {name}", time.time()))
+            elif name == "kafka" and self.leader_of:
+                victim, pid, led = leading_broker(self.leader_of)
+                os.kill(pid, signal.SIGKILL)
+                self._mark(f"SIGKILL broker {victim}", leads=led)
+                time.sleep(self.kafka_down_s)
+                localstack.kafka_start()  # spawns the missing node; it rejoins by itself
+                self._mark(f"broker {victim} restarting")
+                self.fault_ends.append((f"broker {victim} down {self.kafka_down_s:g} s",
+                                        time.time()))
             elif name == "kafka":
                 t = time.monotonic()
                 localstack.kafka_stop()
@@ -454,6 +469,20 @@ class Chaos(threading.Thread):
                 localstack.pg_start()
                 self._mark("postgres started")
                 self.fault_ends.append((f"postgres down {self.pg_down_s:g} s", time.time()))
+
+
+def leading_broker(topics: Sequence[str]) -> tuple[int, int, int]:
+    """(node id, pid, partitions led) of the local cluster's broker leading the most
+    partitions of ``topics``."""
+    bootstrap = localstack.env()["HOOKSTREAM_KAFKA_BOOTSTRAP"]
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
+    led = Counter(p.leader for name in topics for p in metadata[name].partitions.values())
+    node, count = led.most_common(1)[0]
+    pids = localstack.kafka.node_pids_for(localstack.kafka.brokers())
+    pid = pids.get(node)
+    if pid is None:
+        raise RuntimeError(f"broker {node} leads partitions but is not running")
+    return node, pid, count
 
 
 def recovery_after_faults(db: str, healthy_endpoints: list[str],
@@ -778,7 +807,11 @@ def main() -> int:
                     help="chaos: how long Kafka stays stopped (the bad day: 45)")
     ap.add_argument("--pg-down-s", type=float, default=3.0,
                     help="chaos: how long PostgreSQL stays stopped (the bad day: 20)")
-    ap.add_argument("--kills-per-service", type=int, default=2)
+    ap.add_argument("--kills-per-service", type=int, default=2,
+                    help="chaos: SIGKILLs of each service process (each replica)")
+    ap.add_argument("--replicas", type=int, default=1,
+                    help="processes of each service (2: every partition has a second "
+                         "member to take it over)")
     ap.add_argument("--receivers", type=int, default=2, help="receiver farm processes")
     ap.add_argument("--verify-every", type=int, default=1,
                     help="verify the signature of every Nth request (1 = all)")
@@ -800,7 +833,9 @@ def main() -> int:
     loadavg_before = Path("/proc/loadavg").read_text().split()[:3]
     db = fresh_database(admin, label)
     topics = Topics(f"pipe-{label}-{uuid.uuid4().hex[:6]}")
-    ensure_topics(bootstrap, topics.specs(6))
+    brokers = localstack.kafka.brokers()
+    replication, min_isr = localstack.kafka.replication_for(brokers)
+    ensure_topics(bootstrap, topics.specs(6, replication, min_isr))
     result: dict[str, Any] = {"label": label, "args": vars(args), "db": db,
                               "topic_prefix": topics.prefix,
                               "started": datetime.now(UTC).isoformat()}
@@ -828,10 +863,16 @@ def main() -> int:
                            allow_private_targets="true",
                            log_level="INFO" if args.chaos else "WARNING",
                            # the 28-s endpoint must be able to answer: a deadline above 28 s
-                           request_timeout_s="35", lease_s="60")
+                           request_timeout_s="35", lease_s="60",
+                           topic_replication_factor=str(replication),
+                           topic_min_insync_replicas=str(min_isr))
         env["PYTHONFAULTHANDLER"] = "1"  # a crashing service leaves its stack in its log
         logs = work / "logs"
-        services = {n: ServiceProcess(n, env, logs / f"{n}.log") for n in SERVICES}
+        # --replicas N: N processes of each service ("fanout", "fanout2", …), as a
+        # scaled-out deployment runs them (chaos kills each replica on its own).
+        services = {key: ServiceProcess(n, env, logs / f"{key}.log")
+                    for n in SERVICES for i in range(args.replicas)
+                    for key in [n if i == 0 else f"{n}{i + 1}"]}
         for p in services.values():
             p.start()
         for p in services.values():
@@ -850,7 +891,9 @@ def main() -> int:
         monitor.start()
         chaos = Chaos(services, args.duration, args.seed, monitor,
                       kills_per_service=args.kills_per_service, kafka_down_s=args.kafka_down_s,
-                      pg_down_s=args.pg_down_s) if args.chaos else None
+                      pg_down_s=args.pg_down_s,
+                      leader_of=[topics.events, topics.deliveries] if brokers > 1 else (),
+                      ) if args.chaos else None
         if chaos:
             chaos.start()
         spies = []

@@ -22,8 +22,11 @@ import pytest
 from hookstream.core.topics import Topics
 from hookstream.io.kafka import Publisher, Record, describe_topics
 
-# Node N is on these plus 100 * (N - 1): 39492/39493, 39592/39593, 39692/39693.
-PORT, CONTROLLER_PORT = 39492, 39493
+# Node N is on these plus 100 * (N - 1): 30492/30493, 30592/30593, 30692/30693 — below
+# the ephemeral range (32768+), where another process's outgoing connection (or a client
+# reconnecting to a killed node, connecting to itself) can hold the port ("already in
+# use" on the next start: seen in the suite with 39592).
+PORT, CONTROLLER_PORT = 30492, 30493
 
 
 @pytest.fixture

@@ -779,9 +779,16 @@ class GroupConsumer:
         self._last_probe = now
         missing: list[KafkaError] = []
         try:
+            # One request for all topics: librdkafka spaces metadata requests ~0.5 s
+            # apart, so one request per subscribed topic blocked this consumer's loop
+            # for seconds (the delay forwarder reads seven tiers: retries came late).
+            known = self._consumer.list_topics(timeout=2.0).topics
             for topic in self._topics:
-                found = self._consumer.list_topics(topic, timeout=2.0).topics.get(topic)
-                if found is not None and found.error is not None:
+                found = known.get(topic)
+                if found is None:
+                    missing.append(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART,
+                                              f"Subscribed topic not available: {topic}"))
+                elif found.error is not None:
                     missing.append(found.error)
         except KafkaException as exc:
             self._probe_failures += 1
