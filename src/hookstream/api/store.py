@@ -17,6 +17,7 @@ from hookstream.api import auth
 from hookstream.api.errors import conflict, invalid, not_found
 from hookstream.api.rules import revoke_refusal
 from hookstream.api.validation import DELIVERY_STATUSES, EndpointSpec, ReplayRange, nil_uuid
+from hookstream.core.counts import COUNT_CAP
 from hookstream.core.secretbox import Keyring, seal
 from hookstream.core.signing import generate_secret
 from hookstream.io import queries
@@ -168,7 +169,7 @@ async def revoke_secret(conn: Conn, endpoint_id: uuid.UUID, version: int) -> Row
 async def endpoint_health(conn: Conn, endpoint_id: uuid.UUID,
                           window_start: datetime) -> tuple[Row, Row | None]:
     params = {"id": endpoint_id, "window_start": window_start,
-              "all_statuses": list(DELIVERY_STATUSES)}
+              "all_statuses": list(DELIVERY_STATUSES), "cap": COUNT_CAP}
     counts = await _one(conn, "endpoint_health", params)
     assert counts is not None
     return counts, await _one(conn, "last_error", params)

@@ -149,26 +149,38 @@ WHERE endpoint_id = %(id)s AND version = %(version)s
 RETURNING version, created_at, expires_at
 
 -- name: endpoint_health
--- Only index ranges of deliveries_endpoint_status (status = ANY over every status keeps
--- the created_at range usable); the success rate counts the attempts, started in the
--- window, of the deliveries created in the window.
+-- Only index ranges of one endpoint (status = ANY over every status keeps the created_at
+-- range of deliveries_endpoint_status usable). The counts stop at %(cap)s
+-- (hookstream.core.counts): an endpoint failing for weeks holds millions of dead rows,
+-- and a health check must not walk them all. The success rate counts the attempts,
+-- started in the window, of the endpoint's deliveries created in the window: the
+-- endpoint's range is read first (MATERIALIZED), then each delivery's attempts by
+-- primary key, so the work is this endpoint's window, never the whole fleet's attempts
+-- in it (which attempts_started_at would give the planner as an alternative).
+WITH recent AS MATERIALIZED (
+    SELECT delivery_id FROM deliveries
+    WHERE endpoint_id = %(id)s AND status = ANY(%(all_statuses)s)
+      AND created_at >= %(window_start)s
+)
 SELECT
     (SELECT min(created_at) FROM deliveries
      WHERE endpoint_id = %(id)s AND status = 'pending') AS oldest_pending_at,
-    (SELECT count(*) FROM deliveries
-     WHERE endpoint_id = %(id)s AND status = 'pending') AS pending,
-    (SELECT count(*) FROM deliveries
-     WHERE endpoint_id = %(id)s AND status = 'in_flight') AS in_flight,
-    (SELECT count(*) FROM deliveries
-     WHERE endpoint_id = %(id)s AND status = 'dead') AS dead,
+    least((SELECT count(*) FROM (SELECT 1 FROM deliveries
+                                 WHERE endpoint_id = %(id)s AND status = 'pending'
+                                 LIMIT %(cap)s + 1) AS c), %(cap)s) AS pending,
+    least((SELECT count(*) FROM (SELECT 1 FROM deliveries
+                                 WHERE endpoint_id = %(id)s AND status = 'in_flight'
+                                 LIMIT %(cap)s + 1) AS c), %(cap)s) AS in_flight,
+    least((SELECT count(*) FROM (SELECT 1 FROM deliveries
+                                 WHERE endpoint_id = %(id)s AND status = 'dead'
+                                 LIMIT %(cap)s + 1) AS c), %(cap)s) AS dead,
     r.delivered, r.finished
 FROM (
     SELECT count(*) FILTER (WHERE a.outcome = 'delivered') AS delivered,
            count(*) FILTER (WHERE a.finished_at IS NOT NULL AND a.outcome <> 'lost')
                AS finished
-    FROM deliveries d JOIN attempts a USING (delivery_id)
-    WHERE d.endpoint_id = %(id)s AND d.status = ANY(%(all_statuses)s)
-      AND d.created_at >= %(window_start)s AND a.started_at >= %(window_start)s
+    FROM recent JOIN attempts a USING (delivery_id)
+    WHERE a.started_at >= %(window_start)s
 ) r
 
 -- name: last_error

@@ -85,9 +85,17 @@ GROUP BY t.over_s
 ORDER BY t.over_s
 
 -- name: dead
--- Full scan of deliveries until a partial index on (status = 'dead') exists; fine at the
--- sampling interval for millions of rows, worth the index beyond that.
-SELECT count(*) AS rows FROM deliveries WHERE status = 'dead'
+-- Dead letters pile up for the whole history window (millions at seed 002's scale), so
+-- an exact count would walk all of deliveries_dead every scrape: it stops at %(cap)s
+-- (hookstream.core.counts; %(cap)s means "at least"). What the alert needs, how many went
+-- dead lately, is exact and bounded by the window: a range of deliveries_dead, whose
+-- leading column is updated_at (a dead row is not updated again until it is replayed,
+-- which makes it pending and takes it out of the index).
+SELECT least((SELECT count(*) FROM (SELECT 1 FROM deliveries WHERE status = 'dead'
+                                    LIMIT %(cap)s + 1) AS capped), %(cap)s) AS rows,
+       (SELECT count(*) FROM deliveries
+        WHERE status = 'dead'
+          AND updated_at >= now() - make_interval(secs => %(window_s)s)) AS in_window
 
 -- name: endpoints_by_status
 SELECT s.status, count(e.id) AS endpoints
