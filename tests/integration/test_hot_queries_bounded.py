@@ -57,7 +57,7 @@ WHERE delivery_id IN (SELECT delivery_id FROM deliveries ORDER BY delivery_id LI
 UPDATE deliveries SET status = 'in_flight', lease_expires_at = now() + interval '1 min'
 WHERE delivery_id IN (SELECT delivery_id FROM deliveries WHERE status = 'delivered'
                       ORDER BY delivery_id LIMIT 20);
-UPDATE deliveries SET status = 'dead'
+UPDATE deliveries SET status = 'dead', updated_at = now() - interval '2 h'
 WHERE delivery_id IN (SELECT delivery_id FROM deliveries WHERE status = 'delivered'
                       ORDER BY delivery_id LIMIT 30);
 INSERT INTO attempts (delivery_id, attempt_no, started_at, finished_at, outcome)
@@ -136,6 +136,11 @@ HOT: list[tuple[str, str, dict[str, Any]]] = [
                             "limit": 51}),
     ("api", "get_event", {"id": SOME[0], "tenant": "acme"}),
     ("console", "dead_letters", {"before_at": FAR, "before_id": MAX, "limit": 50}),
+    # an endpoint's delete operation, one batch per transaction (hookstream.api.deletion)
+    ("api", "select_history_batch", {"endpoint_id": EP, "limit": 5000}),
+    ("api", "delete_history_attempts", {"ids": SOME}),
+    ("api", "delete_history_deliveries", {"ids": SOME}),
+    ("api", "remove_deleted_endpoint", {"id": EP}),
 ]
 
 
@@ -176,10 +181,12 @@ NEEDS: list[tuple[tuple[str, ...], str, str]] = [
     (("outbox_published_at",), "relay", "purge_published"),
     (("deliveries_endpoint_status", "deliveries_due"), "api", "endpoint_health"),
     (("attempts_started_at",), "observability", "attempts_window"),
+    (("deliveries_endpoint_status",), "api", "select_history_batch"),
 ]
 
 
-@pytest.mark.parametrize(("indexes", "concern", "name"), NEEDS, ids=[n[0][0] for n in NEEDS])
+@pytest.mark.parametrize(("indexes", "concern", "name"), NEEDS,
+                         ids=[f"{n[0][0]}-{n[2]}" for n in NEEDS])
 def test_the_check_sees_a_missing_index(history_url: str, indexes: tuple[str, ...],
                                         concern: str, name: str) -> None:
     params = next(p for c, n, p in HOT if (c, n) == (concern, name))

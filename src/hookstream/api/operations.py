@@ -1,4 +1,4 @@
-"""Bulk replay and recovery as resumable background work.
+"""Bulk replay, recovery and endpoint deletion as resumable background work.
 
 The request that starts one records an ``operations`` row (with a lease owned by this
 API instance) and answers 202 at once. A task then works through the matching
@@ -9,7 +9,8 @@ transaction waits for the broker, and a long outage holds the operation at that 
 rather than racing ahead). If this instance dies, the lease runs out and any
 instance's sweeper takes the operation over at its cursor; a batch whose tasks never
 reached Kafka is committed ``pending`` and due, which the dispatcher's sweeper
-re-queues: nothing is skipped.
+re-queues: nothing is skipped. A ``delete`` operation (hookstream.api.deletion) runs on
+the same machinery, one batch of the endpoint's history per step.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import uuid
 from prometheus_client import Counter
 from psycopg_pool import AsyncConnectionPool
 
-from hookstream.api import store
+from hookstream.api import deletion, store
 from hookstream.api.tasks import TaskSink, now_utc, replay_tasks
 from hookstream.api.validation import REPLAYABLE
 from hookstream.io.kafka import Failed
@@ -32,10 +33,12 @@ MAX_FAILURES = 3
 
 class Operations:
     def __init__(self, pool: AsyncConnectionPool[store.Conn], sink: TaskSink, *, batch_size: int,
-                 lease_s: float, replays: Counter, owner: str | None = None) -> None:
+                 lease_s: float, replays: Counter, owner: str | None = None,
+                 delete_batch_size: int = deletion.DELETE_BATCH_SIZE) -> None:
         self.pool = pool
         self.sink = sink
         self.batch_size = batch_size
+        self.delete_batch_size = delete_batch_size
         self.lease_s = lease_s
         self.replays = replays
         self.owner = owner or f"api-{uuid.uuid4()}"
@@ -71,6 +74,10 @@ class Operations:
             op = await store.lock_owned_operation(conn, operation_id, self.owner)
             if op is None:
                 return False
+            if op["kind"] == "delete":
+                return await deletion.step(conn, op, self.owner,
+                                           batch_size=self.delete_batch_size,
+                                           lease_s=self.lease_s)
             picked = await store.select_replay_batch(conn, op, self.batch_size)
             if not picked:
                 await store.finish_operation(conn, operation_id, self.owner, "succeeded")

@@ -22,7 +22,9 @@ LEFT JOIN (
            d.created_at, d.next_attempt_at
     FROM deliveries d
     JOIN endpoints e ON e.id = d.endpoint_id
-    WHERE d.status = 'pending'
+    -- a deleted endpoint's rows wait for their removal (its delete operation), not for
+    -- an attempt: they are not work, held or otherwise
+    WHERE d.status = 'pending' AND e.status <> 'deleted'
 ) AS x ON x.kind = k.kind
 GROUP BY k.kind
 ORDER BY k.kind
@@ -43,7 +45,7 @@ WITH per AS (
            (e.status <> 'active' OR coalesce(e.paused_until > now(), false)) AS held
     FROM deliveries d
     JOIN endpoints e ON e.id = d.endpoint_id
-    WHERE d.status = 'pending'
+    WHERE d.status = 'pending' AND e.status <> 'deleted'
     GROUP BY d.endpoint_id, d.tenant, e.status, e.paused_until
 ), ranked AS (
     SELECT per.*, row_number() OVER (PARTITION BY held ORDER BY oldest, endpoint_id) AS rn
@@ -57,13 +59,14 @@ ORDER BY oldest, endpoint_id
 
 -- name: endpoint_figures
 -- Today's figures of the tracked endpoints that are not among the worst any more (0 when
--- nothing waits); an id with no row was deleted. Index probes (deliveries_due).
+-- nothing waits); an id with no row (or a deleted one) was deleted. Index probes
+-- (deliveries_due).
 SELECT e.id::text AS endpoint, e.tenant, count(d.delivery_id) AS pending,
        (e.status <> 'active' OR coalesce(e.paused_until > now(), false)) AS held,
        coalesce(extract(epoch FROM now() - min(d.created_at)), 0)::float8 AS oldest_age_s
 FROM endpoints e
 LEFT JOIN deliveries d ON d.endpoint_id = e.id AND d.status = 'pending'
-WHERE e.id = ANY(%(ids)s::uuid[])
+WHERE e.id = ANY(%(ids)s::uuid[]) AND e.status <> 'deleted'
 GROUP BY e.id, e.tenant, e.status, e.paused_until
 
 -- name: endpoints_overdue
