@@ -215,3 +215,22 @@ def test_counts_stop_at_the_cap_and_the_window_stays_exact(history_url: str) -> 
     assert dead == (COUNT_CAP, 7)
     assert backlog is not None and backlog[0] == COUNT_CAP
     assert 7190 < backlog[1] < 7400  # the lowest id's age: published 2 h ago in the seed
+
+
+def _indexes(node: dict[str, Any]) -> Iterator[str]:
+    if "Index Name" in node:
+        yield node["Index Name"]
+    for child in node.get("Plans", []):
+        yield from _indexes(child)
+
+
+def test_the_health_route_reads_only_its_endpoints_attempts(history_url: str) -> None:
+    """Not the fleet's attempts of the window (attempts_started_at), however the planner
+    weighs them: the endpoint's deliveries first, then each one's attempts."""
+    params = next(p for c, n, p in HOT if (c, n) == ("api", "endpoint_health"))
+    with psycopg.connect(history_url) as conn:
+        row = conn.execute("EXPLAIN (FORMAT JSON) " + queries.load("api")["endpoint_health"],
+                           params).fetchone()
+    assert row is not None
+    used = set(_indexes(row[0][0]["Plan"]))
+    assert "attempts_pkey" in used and "attempts_started_at" not in used, used
