@@ -179,7 +179,8 @@ async def background_delete(url: str, endpoint_id: uuid.UUID) -> dict[str, Any]:
     return {"request_ms": round(request_ms, 1), "transactions": len(batches),
             "total_s": round(total_s, 2),
             "batch_median_ms": round(statistics.median(batches) * 1000),
-            "batch_max_ms": round(max(batches) * 1000), "writer": writer.summary()}
+            "batch_max_ms": round(max(batches) * 1000),
+            "batches_ms": [round(b * 1000) for b in batches], "writer": writer.summary()}
 
 
 def cascade_delete(url: str, endpoint_id: uuid.UUID) -> dict[str, Any]:
