@@ -171,7 +171,8 @@ async def background_delete(url: str, endpoint_id: uuid.UUID) -> dict[str, Any]:
                 row = await store.lock_owned_operation(conn, op["id"], "bench")
                 assert row is not None
                 more = await deletion.step(conn, row, "bench",
-                                           batch_size=deletion.DELETE_BATCH_SIZE, lease_s=30)
+                                           batch_size=deletion.DELETE_BATCH_SIZE,
+                                           lease_s=30) is not deletion.Step.DONE
             batches.append(time.perf_counter() - t)
         total_s = time.perf_counter() - started
     writer.stop.set()

@@ -20,6 +20,7 @@ is started afresh by the next DELETE.
 
 from __future__ import annotations
 
+import enum
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
 # Deliveries per transaction: a few thousand rows (and their attempts) hold row locks for
 # milliseconds and write a few MB of WAL; small enough for replicas and vacuum to follow.
 DELETE_BATCH_SIZE = 5000
+# How long the job waits when only rows locked by others are left (SKIP LOCKED skipped
+# them): their holders' transactions are short.
+BLOCKED_WAIT_S = 0.2
 _NO_CURSOR: dict[str, Any] = {"created_at": None, "delivery_id": None}
 
 
@@ -65,16 +69,26 @@ async def request_deletion(api: Api, scope: str | None, endpoint_id: uuid.UUID) 
     return op
 
 
+class Step(enum.Enum):
+    MORE = "more"  # a batch went; go on
+    BLOCKED = "blocked"  # what is left is locked by others for now: wait, then go on
+    DONE = "done"  # the endpoint and its history are gone, the operation finished
+
+
 async def step(conn: store.Conn, op: store.Row, owner: str, *, batch_size: int,
-               lease_s: float) -> bool:
+               lease_s: float) -> Step:
     """One batch of a delete operation, in the caller's transaction (which holds the
-    operation row locked); False once the endpoint is gone and the operation finished."""
+    operation row locked)."""
     endpoint_id = op["endpoint_id"]
     removed = await store.delete_history_batch(conn, endpoint_id, batch_size)
-    if removed == 0:
-        await store.remove_deleted_endpoint(conn, endpoint_id)
-        await store.finish_operation(conn, op["id"], owner, "succeeded")
-        return False
-    await store.operation_progress(conn, op, owner, cursor=_NO_CURSOR, processed=removed,
-                                   enqueued=0, lease_s=lease_s)
-    return True
+    if removed:
+        await store.operation_progress(conn, op, owner, cursor=_NO_CURSOR, processed=removed,
+                                       enqueued=0, lease_s=lease_s)
+        return Step.MORE
+    if await store.history_remains(conn, endpoint_id):
+        await store.operation_progress(conn, op, owner, cursor=_NO_CURSOR, processed=0,
+                                       enqueued=0, lease_s=lease_s)  # the lease stays ours
+        return Step.BLOCKED
+    await store.remove_deleted_endpoint(conn, endpoint_id)
+    await store.finish_operation(conn, op["id"], owner, "succeeded")
+    return Step.DONE

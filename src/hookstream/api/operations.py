@@ -75,18 +75,29 @@ class Operations:
             if op is None:
                 return False
             if op["kind"] == "delete":
-                return await deletion.step(conn, op, self.owner,
-                                           batch_size=self.delete_batch_size,
-                                           lease_s=self.lease_s)
-            picked = await store.select_replay_batch(conn, op, self.batch_size)
-            if not picked:
-                await store.finish_operation(conn, operation_id, self.owner, "succeeded")
-                return False
-            marked = await store.mark_pending(conn, [r["delivery_id"] for r in picked],
-                                              REPLAYABLE)
-            await store.operation_progress(conn, op, self.owner, cursor=picked[-1],
-                                           processed=len(picked), enqueued=len(marked),
-                                           lease_s=self.lease_s)
+                outcome = await deletion.step(conn, op, self.owner,
+                                              batch_size=self.delete_batch_size,
+                                              lease_s=self.lease_s)
+            else:
+                outcome = None
+                picked = await store.select_replay_batch(conn, op, self.batch_size)
+                if not picked:
+                    await store.finish_operation(conn, operation_id, self.owner, "succeeded")
+                    return False
+                marked = await store.mark_pending(conn, [r["delivery_id"] for r in picked],
+                                                  REPLAYABLE)
+                await store.operation_progress(conn, op, self.owner, cursor=picked[-1],
+                                               processed=len(picked), enqueued=len(marked),
+                                               lease_s=self.lease_s)
+        if outcome is not None:  # a delete: nothing to send
+            if outcome is deletion.Step.BLOCKED:  # wait after the commit, holding nothing
+                await asyncio.sleep(deletion.BLOCKED_WAIT_S)
+            return outcome is not deletion.Step.DONE
+        return await self._send(operation_id, op, marked)
+
+    async def _send(self, operation_id: uuid.UUID, op: store.Row,
+                    marked: list[store.Row]) -> bool:
+        """A committed replay batch's tasks, produced until Kafka acknowledges them."""
         self.replays.labels(op["kind"]).inc(len(marked))
 
         def failed(batch: list[Failed]) -> None:

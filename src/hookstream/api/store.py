@@ -173,6 +173,11 @@ async def delete_history_batch(conn: Conn, endpoint_id: uuid.UUID, limit: int) -
     return len(ids)
 
 
+async def history_remains(conn: Conn, endpoint_id: uuid.UUID) -> bool:
+    row = await _one(conn, "history_remains", {"endpoint_id": endpoint_id})
+    return bool(row and row["remains"])
+
+
 async def remove_deleted_endpoint(conn: Conn, endpoint_id: uuid.UUID) -> None:
     await conn.execute(Q["remove_deleted_endpoint"], {"id": endpoint_id})
 

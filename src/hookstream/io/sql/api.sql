@@ -147,12 +147,18 @@ WHERE id = %(id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
 
 -- name: select_history_batch
 -- One batch of a deleted endpoint's deliveries, any order (the whole range goes): the
--- leading endpoint_id of deliveries_endpoint_status bounds it. Locked, so a dispatcher
--- writing an outcome for one of them at this moment finishes first (a short wait).
+-- leading endpoint_id of deliveries_endpoint_status bounds it. SKIP LOCKED: a row another
+-- transaction holds (a dispatcher writing a late outcome, a replay batch) is left for a
+-- later batch, so the job never waits behind anyone's lock nor deadlocks with them.
 SELECT delivery_id FROM deliveries
 WHERE endpoint_id = %(endpoint_id)s
 LIMIT %(limit)s
-FOR UPDATE
+FOR UPDATE SKIP LOCKED
+
+-- name: history_remains
+-- After an empty batch: rows left only because others hold them (no new row can appear
+-- for a deleted endpoint), so the job waits and tries again instead of finishing.
+SELECT EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = %(endpoint_id)s) AS remains
 
 -- name: delete_history_attempts
 -- Explicitly, not through ON DELETE CASCADE: the history tables are to lose their
