@@ -9,8 +9,9 @@ gauges skip it, and the API answers 404 for it and its deliveries. Its pending
 deliveries therefore never run again; they end by being removed with the rest.
 
 The operation then removes the history in batches (``DELETE_BATCH_SIZE`` deliveries and
-their attempts per transaction, so no lock or WAL burst lasts long), and the endpoint
-row with its secrets last. Nothing but the remaining rows is state: a batch that
+their attempts per transaction, so no lock or WAL burst lasts long; rows someone else
+holds are skipped and taken by a later batch, so it never waits in a lock queue), and
+the endpoint row with its secrets last. Nothing but the remaining rows is state: a batch that
 committed is gone, one that did not is done again, so an instance that dies mid-way
 loses nothing; its lease runs out and any instance's operation sweeper takes the
 operation over (``Operations.adopt_orphans``). A repeated DELETE answers with the same
