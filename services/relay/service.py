@@ -36,6 +36,7 @@ from hookstream.relay.validate import (
 )
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from hookstream.core.counts import COUNT_CAP
 from hookstream.core.fastcodec import encode_envelope
 from hookstream.core.settings import RelaySettings
 from hookstream.core.topics import Topics
@@ -81,7 +82,9 @@ class RelayMetrics:
             "hookstream_relay_batch_rows", "Rows per publish round",
             buckets=(1, 10, 50, 100, 250, 500, 1000, 2000, 5000), registry=registry)
         self.backlog = Gauge(
-            "hookstream_outbox_backlog_rows", "Unpublished outbox rows", registry=registry)
+            "hookstream_outbox_backlog_rows",
+            f"Unpublished outbox rows, counted up to {COUNT_CAP} (then: at least that many)",
+            registry=registry)
         self.oldest_age = Gauge(
             "hookstream_outbox_oldest_unpublished_seconds",
             "Age of the oldest unpublished outbox row", registry=registry)
