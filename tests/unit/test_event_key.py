@@ -89,7 +89,7 @@ def _spread(keys: list[bytes], partitions: int) -> Counter[int]:
     return Counter(partition_of(k, partitions) for k in keys)
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(tenants, st.text(chars, max_size=12), st.integers(1, 12))
 def test_one_tenant_with_many_objects_spreads_over_every_partition(
         tenant: str, prefix: str, partitions: int) -> None:
@@ -101,7 +101,7 @@ def test_one_tenant_with_many_objects_spreads_over_every_partition(
     assert max(counts.values()) < 2 * 600 / partitions
 
 
-@settings(max_examples=100)
+@settings(max_examples=100, deadline=None)
 @given(tenants, st.integers(1, 12), st.randoms(use_true_random=False),
        st.integers(0, 2**48 - 1))
 def test_one_tenant_with_unkeyed_events_spreads_over_every_partition(
