@@ -17,6 +17,9 @@ services as processes:
    tasks are in the deliveries topic (high watermarks). Rate = N*K / elapsed
    (deliveries/s: rows + tasks).
 3. optionally (``--large``) one event to a tenant with that many endpoints.
+   ``--hot-tenant R [R ...]``: the N events all of one tenant (distinct objects, one
+   endpoint), fanned out by R fanout replicas in one group; reports the events topic's
+   records per partition (how the relay's key spread them) and the fanout rate.
 4. relay under small transactions (``--small-batch 1 50``): ``--producers`` connections
    (processes) commit transactions of 1 (then 50) events each with
    ``hookstream.outbox.write_event``, as fast as they can (or ``--producer-rate``), for
@@ -107,7 +110,7 @@ def drop_database(b: Bench, name: str) -> None:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
-def fill_outbox(url: str, n: int, payload_bytes: int) -> float:
+def fill_outbox(url: str, n: int, payload_bytes: int, tenants: int = TENANTS) -> float:
     """N rows in one transaction, generated server-side; returns the commit time."""
     with psycopg.connect(url) as conn:
         conn.execute(
@@ -117,7 +120,7 @@ def fill_outbox(url: str, n: int, payload_bytes: int) -> float:
             "        convert_to(json_build_object('id', i, 'amount', i * 3,"
             "                   'note', repeat('x', %(pad)s))::text, 'UTF8')"
             " FROM generate_series(1, %(n)s) AS i",
-            {"n": n, "tenants": TENANTS, "pad": max(0, payload_bytes - 40)})
+            {"n": n, "tenants": tenants, "pad": max(0, payload_bytes - 40)})
         conn.commit()
         return time.monotonic()
 
@@ -189,7 +192,7 @@ def wait_for(fn: Any, timeout_s: float, what: str, interval_s: float = 0.05) -> 
 
 
 def run_relay(b: Bench, url: str, topics: Topics, n: int, payload_bytes: int,
-              ) -> tuple[float, float]:
+              tenants: int = TENANTS) -> tuple[float, float]:
     """(seconds from the one transaction's commit to the last row marked published,
     the relay's CPU seconds over them)."""
     env = {**pipeline_env(database_url=url, bootstrap=b.bootstrap, topic_prefix=topics.prefix),
@@ -200,7 +203,7 @@ def run_relay(b: Bench, url: str, topics: Topics, n: int, payload_bytes: int,
         assert relay.proc is not None
         prof = Profiler(b.profile_dir, f"relay-{n}", relay.proc.pid)
         cpu0 = cpu_seconds(relay.proc.pid)
-        t0 = fill_outbox(url, n, payload_bytes)
+        t0 = fill_outbox(url, n, payload_bytes, tenants)
         t1 = wait_for(lambda: scalar(url, "SELECT count(*) FROM outbox WHERE published_at IS NULL"
                                           " AND quarantined_at IS NULL") == 0,
                       600, "all rows published", 0.02)
@@ -211,15 +214,22 @@ def run_relay(b: Bench, url: str, topics: Topics, n: int, payload_bytes: int,
     return t1 - t0, cpu
 
 
-def run_fanout(b: Bench, url: str, topics: Topics, expected: int, label: str) -> float:
+def run_fanout(b: Bench, url: str, topics: Topics, expected: int, label: str,
+               replicas: int = 1) -> tuple[float, int, list[int]]:
+    """(seconds from the group being stable to every row and task, rows already written
+    by then — with several replicas the first ones to join start before the last — and
+    the rows each replica created: who did the work)."""
     group = f"bench-{uuid.uuid4().hex[:8]}"
     env = {**pipeline_env(database_url=url, bootstrap=b.bootstrap, topic_prefix=topics.prefix,
                           fanout_group_id=group),
            **b.service_env}
     tasks_in_topic = TopicCounter(b.bootstrap, topics.deliveries)
-    fanout = ServiceProcess("fanout", env, b.log_dir / "fanout.log").start()
+    fanouts = [ServiceProcess("fanout", env, b.log_dir / f"fanout-{i}.log").start()
+               for i in range(replicas)]
+    fanout = fanouts[0]
     try:
-        fanout.wait_healthy(60)
+        for f in fanouts:
+            f.wait_healthy(60)
         assert fanout.proc is not None
         prof = Profiler(b.profile_dir, f"fanout-{label}", fanout.proc.pid)
         # The clock starts when the fanout holds its partitions (the group is stable: its
@@ -227,7 +237,7 @@ def run_fanout(b: Bench, url: str, topics: Topics, expected: int, label: str) ->
         # row, which left the first statement's whole cost out (up to ~2x on the
         # one-event, 10,000-endpoint case). The group is polled every 0.2 s, so the clock
         # may start a little late: rows already written then are reported.
-        wait_group_stable(b.bootstrap, group, 1)
+        wait_group_stable(b.bootstrap, group, replicas)
         t0 = time.monotonic()
         if early := scalar(url, "SELECT count(*) FROM deliveries"):
             print(f"  (fanout {label}: {early} rows already written when the clock started)",
@@ -236,14 +246,28 @@ def run_fanout(b: Bench, url: str, topics: Topics, expected: int, label: str) ->
                  "all delivery rows", 0.02)
         t1 = wait_for(lambda: tasks_in_topic() >= expected, 300, "all delivery tasks", 0.01)
         prof.stop()
+        created = [_created(f) for f in fanouts]
     finally:
-        fanout.terminate()
+        for f in fanouts:
+            f.terminate()
     rows = scalar(url, "SELECT count(*) FROM deliveries")
     tasks = tasks_in_topic()
     tasks_in_topic.close()
     if rows != expected or tasks < expected:
         raise AssertionError(f"expected {expected} rows and tasks, got {rows} rows, {tasks} tasks")
-    return t1 - t0
+    return t1 - t0, early, created
+
+
+def _created(fanout: ServiceProcess) -> int:
+    """The delivery rows one fanout replica created, from its /metrics."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    code, body = fanout.get("/metrics", timeout=10)
+    if code != 200:
+        raise RuntimeError(f"fanout /metrics answered {code}")
+    return int(sum(s.value for f in text_string_to_metric_families(body.decode())
+                   for s in f.samples
+                   if s.name == "hookstream_fanout_deliveries_created_total"))
 
 
 def one_round(b: Bench, n: int, k: int, payload_bytes: int) -> dict[str, Any]:
@@ -253,7 +277,7 @@ def one_round(b: Bench, n: int, k: int, payload_bytes: int) -> dict[str, Any]:
     try:
         relay_s, relay_cpu = run_relay(b, url, topics, n, payload_bytes)
         add_endpoints(url, k, [f"tenant-{i}" for i in range(TENANTS)])
-        fanout_s = run_fanout(b, url, topics, n * k, f"{n}x{k}")
+        fanout_s, _, _ = run_fanout(b, url, topics, n * k, f"{n}x{k}")
         return {"events": n, "endpoints_per_event": k,
                 "relay_s": relay_s, "relay_rate": n / relay_s,
                 "relay_cpu_ms_per_event": 1000 * relay_cpu / n,
@@ -270,8 +294,35 @@ def large_round(b: Bench, endpoints: int) -> dict[str, float]:
     try:
         add_endpoints(url, endpoints, ["tenant-1"])  # fill_outbox's row 1
         run_relay(b, url, topics, 1, 200)  # only the event: its rate means nothing
-        fanout_s = run_fanout(b, url, topics, endpoints, f"large-{endpoints}")
+        fanout_s, _, _ = run_fanout(b, url, topics, endpoints, f"large-{endpoints}")
         return {"fanout_s": fanout_s, "fanout_rate": endpoints / fanout_s}
+    finally:
+        delete_topics(b.bootstrap, [s.name for s in topics.specs()])
+        drop_database(b, name)
+
+
+def hot_tenant_round(b: Bench, n: int, replicas: int, payload_bytes: int) -> dict[str, Any]:
+    """Issue #16: N events of one tenant (objects inv_1..inv_N) through the relay, then R
+    fanout replicas. With the tenant as the key every record sat on one partition, so one
+    replica did all the work whatever R was."""
+    name, url = fresh_database(b)
+    topics = Topics(f"bench{uuid.uuid4().hex[:8]}")
+    ensure_topics(b.bootstrap, topics.specs(partitions=PARTITIONS))
+    try:
+        relay_s, _ = run_relay(b, url, topics, n, payload_bytes, tenants=1)
+        counter = TopicCounter(b.bootstrap, topics.events)
+        per_partition = [high - low for low, high in (
+            counter.consumer.get_watermark_offsets(tp, timeout=10) for tp in counter.partitions)]
+        counter.close()
+        add_endpoints(url, 1, ["tenant-0"])
+        fanout_s, early, created = run_fanout(b, url, topics, n, f"hot-{replicas}", replicas)
+        # The rate of the rows written once every replica held its partitions.
+        return {"events": n, "fanout_replicas": replicas, "relay_rate": n / relay_s,
+                "events_per_partition": per_partition,
+                "busiest_partition_share": max(per_partition) / n,
+                "rows_per_replica": created,
+                "fanout_s": fanout_s, "rows_before_clock": early,
+                "fanout_rate": (n - early) / fanout_s}
     finally:
         delete_topics(b.bootstrap, [s.name for s in topics.specs()])
         drop_database(b, name)
@@ -509,6 +560,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--payload-bytes", type=int, default=200)
     p.add_argument("--large", type=int, default=0,
                    help="also fan one event out to a tenant with this many endpoints")
+    p.add_argument("--hot-tenant", type=int, nargs="*", default=[],
+                   help="fanout replicas: one run each with every event of one tenant")
     p.add_argument("--small-batch", type=int, nargs="*", default=[1, 50],
                    help="events per producer transaction, one relay run each (none: skip)")
     p.add_argument("--producers", type=int, default=4, help="producer connections (processes)")
@@ -573,6 +626,14 @@ def main(argv: list[str] | None = None) -> int:
         out["large"] = {"endpoints": args.large, **big}
         print(f"one event → {args.large:,} endpoints: {big['fanout_s']:.2f} s, "
               f"{big['fanout_rate']:,.0f} deliveries/s")
+    out["hot_tenant"] = []
+    for replicas in args.hot_tenant:
+        r = hot_tenant_round(b, args.events, replicas, args.payload_bytes)
+        out["hot_tenant"].append(r)
+        print(f"one tenant, {args.events:,} events, {replicas} fanout replica(s): events per"
+              f" partition {r['events_per_partition']}; rows per fanout replica"
+              f" {r['rows_per_replica']}; fanout {r['fanout_s']:.2f} s,"
+              f" {r['fanout_rate']:,.0f} deliveries/s", flush=True)
     yardstick("between")
     out["small_transactions"] = []
     for per_txn in args.small_batch:

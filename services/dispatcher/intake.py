@@ -141,7 +141,9 @@ class Intake:
             if ep is None or ep.row.status != "active":
                 # Held: the row stays pending (counted by reconcile and the gauges); when
                 # the endpoint is active again the sweeper sends it at once (released_at).
-                self._metrics.dropped.labels("endpoint_gone" if ep is None
+                # a deleted endpoint is gone too: its rows go with its delete operation
+                gone = ep is None or ep.row.status == "deleted"
+                self._metrics.dropped.labels("endpoint_gone" if gone
                                              else ep.row.status).inc()
                 self._book.complete(item)
                 continue

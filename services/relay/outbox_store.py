@@ -16,6 +16,7 @@ from typing import Any
 
 import psycopg
 
+from hookstream.core.counts import COUNT_CAP
 from hookstream.io import queries
 from hookstream.io.pg import translated_sync, translating
 
@@ -23,6 +24,8 @@ Q = queries.load("relay")
 # The advisory-lock class of claim tokens: pg_locks shows it as classid, the token as objid.
 CLAIM_LOCK_CLASS = 0x686F6F6C  # "hool"
 _TOKENS = 2**31 - 1  # objid is a 32-bit oid; positive int4 values compare as themselves
+# The oldest-age probe reads this many unpublished rows in id order (relay.sql backlog).
+BACKLOG_AGE_HEAD = 1000
 
 
 class OutboxStore:
@@ -80,7 +83,8 @@ class OutboxStore:
 
     @translated_sync
     def backlog(self) -> tuple[int, float]:
-        row = self.conn.execute(Q["backlog"]).fetchone()
+        row = self.conn.execute(Q["backlog"], {"cap": COUNT_CAP,
+                                               "head": BACKLOG_AGE_HEAD}).fetchone()
         assert row is not None
         return int(row[0]), float(row[1])
 

@@ -36,6 +36,8 @@ from hookstream.relay.validate import (
 )
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from hookstream.core.counts import COUNT_CAP
+from hookstream.core.event_key import event_key
 from hookstream.core.fastcodec import encode_envelope
 from hookstream.core.settings import RelaySettings
 from hookstream.core.topics import Topics
@@ -81,7 +83,9 @@ class RelayMetrics:
             "hookstream_relay_batch_rows", "Rows per publish round",
             buckets=(1, 10, 50, 100, 250, 500, 1000, 2000, 5000), registry=registry)
         self.backlog = Gauge(
-            "hookstream_outbox_backlog_rows", "Unpublished outbox rows", registry=registry)
+            "hookstream_outbox_backlog_rows",
+            f"Unpublished outbox rows, counted up to {COUNT_CAP} (then: at least that many)",
+            registry=registry)
         self.oldest_age = Gauge(
             "hookstream_outbox_oldest_unpublished_seconds",
             "Age of the oldest unpublished outbox row", registry=registry)
@@ -163,8 +167,11 @@ class Relay:
         """Publish every row and wait for the reports. Returns the rows acknowledged and
         the transient failures; rows the broker refuses for good are added to ``bad``."""
         topic = self.topics.events
+        # Keyed by tenant and coalescing key / object / event (core.event_key), not by
+        # tenant alone: a hot tenant spreads over the partitions, while events that may
+        # supersede each other still meet on one.
         records = [
-            Record(topic, tenant.encode(), encode_envelope(
+            Record(topic, event_key(tenant, key, object_id, event_id), encode_envelope(
                 event_id, tenant, type_, version, object_id, object_version, key,
                 occurred_us, committed_us, payload), ref=row_id)
             for (row_id, event_id, tenant, type_, version, object_id, object_version, key,

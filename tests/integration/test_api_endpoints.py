@@ -66,14 +66,16 @@ async def test_pause_disable_enable_and_the_circuit_reset(api: ApiHarness) -> No
 
 
 async def test_delete_removes_the_endpoint_and_its_secrets(api: ApiHarness) -> None:
+    # (202 and its background operation: tests/integration/test_endpoint_deletion.py)
     ep = await api.endpoint()
-    code, _, _ = await api.call("DELETE", f"/v1/endpoints/{ep['id']}")
-    assert code == 204
+    code, op, _ = await api.call("DELETE", f"/v1/endpoints/{ep['id']}")
+    assert code == 202 and op["kind"] == "delete"
     code, err, _ = await api.call("GET", f"/v1/endpoints/{ep['id']}")
     assert code == 404 and err["error"]["code"] == "not_found"
+    await api.api.operations.wait_idle()
     assert query(api.db_url, "SELECT count(*) FROM endpoint_secrets")[0][0] == 0
-    code, _, _ = await api.call("DELETE", f"/v1/endpoints/{ep['id']}")
-    assert code == 404
+    code, again, _ = await api.call("DELETE", f"/v1/endpoints/{ep['id']}")
+    assert code == 202 and again["id"] == op["id"] and again["status"] == "succeeded"
 
 
 async def test_list_pages_with_a_cursor_and_filters_by_status(api: ApiHarness) -> None:

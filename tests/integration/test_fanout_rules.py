@@ -28,6 +28,7 @@ from tests.relay_fanout_support import (
     produce,
     read_tasks,
     read_topic,
+    relay_key,
 )
 
 
@@ -49,7 +50,7 @@ class Rig:
         self.conn = psycopg.connect(db_url, autocommit=True)
 
     def run(self, *events: EventEnvelope) -> BatchResult:
-        return self.run_records([(e.tenant.encode(), e.encode()) for e in events])
+        return self.run_records([(relay_key(e), e.encode()) for e in events])
 
     def run_records(self, records: list[tuple[bytes, bytes]]) -> BatchResult:
         produce(self.stack.bootstrap, self.topics.events, records)

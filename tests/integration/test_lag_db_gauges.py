@@ -100,6 +100,7 @@ def test_delivery_gauges_from_the_database(db_url: str) -> None:
     # 15 endpoints behind by > 10 s, 14 by > 60 s (75 s … 465 s), none by > 600 s
     assert stats.endpoints_overdue == {10.0: 15, 60.0: 14, 600.0: 0, 3600.0: 0}
     assert stats.dead == 3
+    assert stats.dead_in_window == 3  # updated_at now(): they went dead within the window
     assert stats.endpoints_by_status == {"active": ACTIVE + 2, "paused": 1, "disabled": 1}
     assert stats.circuits_open == 1
     assert abs(stats.circuit_longest_open_s - 7_200) < 5

@@ -144,6 +144,14 @@ async def test_tasks_of_a_held_or_unknown_endpoint_are_dropped_and_their_offsets
     assert rig.sample("hookstream_dispatcher_tasks_dropped_total", reason=reason) == 3
 
 
+async def test_tasks_of_a_deleted_endpoint_are_dropped_as_gone() -> None:
+    r = row(status="deleted")  # its delete operation removes the rows; nothing sends them
+    rig = Rig(r)
+    await rig.ingest([task(r.id) for _ in range(2)])
+    assert rig.sched.queued == 0 and rig.broker.records == [] and rig.committable() == 2
+    assert rig.sample("hookstream_dispatcher_tasks_dropped_total", reason="endpoint_gone") == 2
+
+
 async def test_a_resumed_endpoint_is_read_again_before_its_tasks_are_judged() -> None:
     r = row(status="paused")
     rig = Rig(r)

@@ -27,6 +27,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from hookstream.api import auth, dead_letter_routes, outbox_routes, rules, store, views
 from hookstream.api import validation as v
+from hookstream.api.deletion import request_deletion
 from hookstream.api.errors import ApiError, invalid, unauthorized, unavailable
 from hookstream.api.handling import Ctx, Handler, Route, json_response, page
 from hookstream.api.operations import Operations
@@ -181,9 +182,9 @@ async def update_endpoint(c: Ctx) -> web.Response:
 
 async def delete_endpoint(c: Ctx) -> web.Response:
     c.query()
-    async with c.api.conn() as conn:
-        await store.delete_endpoint(conn, c.path_uuid("endpoint_id"), c.scope)
-    return web.Response(status=204)
+    # 202 at once: the history goes in the background (hookstream.api.deletion)
+    op = await request_deletion(c.api, c.scope, c.path_uuid("endpoint_id"))
+    return json_response(views.operation(op), 202, f"/v1/operations/{op['id']}")
 
 
 async def _transition(c: Ctx, action: str, **columns: Any) -> web.Response:

@@ -1,4 +1,4 @@
-"""Bulk replay and recovery as resumable background work.
+"""Bulk replay, recovery and endpoint deletion as resumable background work.
 
 The request that starts one records an ``operations`` row (with a lease owned by this
 API instance) and answers 202 at once. A task then works through the matching
@@ -9,7 +9,8 @@ transaction waits for the broker, and a long outage holds the operation at that 
 rather than racing ahead). If this instance dies, the lease runs out and any
 instance's sweeper takes the operation over at its cursor; a batch whose tasks never
 reached Kafka is committed ``pending`` and due, which the dispatcher's sweeper
-re-queues: nothing is skipped.
+re-queues: nothing is skipped. A ``delete`` operation (hookstream.api.deletion) runs on
+the same machinery, one batch of the endpoint's history per step.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import uuid
 from prometheus_client import Counter
 from psycopg_pool import AsyncConnectionPool
 
-from hookstream.api import store
+from hookstream.api import deletion, store
 from hookstream.api.tasks import TaskSink, now_utc, replay_tasks
 from hookstream.api.validation import REPLAYABLE
 from hookstream.io.kafka import Failed
@@ -32,10 +33,12 @@ MAX_FAILURES = 3
 
 class Operations:
     def __init__(self, pool: AsyncConnectionPool[store.Conn], sink: TaskSink, *, batch_size: int,
-                 lease_s: float, replays: Counter, owner: str | None = None) -> None:
+                 lease_s: float, replays: Counter, owner: str | None = None,
+                 delete_batch_size: int = deletion.DELETE_BATCH_SIZE) -> None:
         self.pool = pool
         self.sink = sink
         self.batch_size = batch_size
+        self.delete_batch_size = delete_batch_size
         self.lease_s = lease_s
         self.replays = replays
         self.owner = owner or f"api-{uuid.uuid4()}"
@@ -71,15 +74,30 @@ class Operations:
             op = await store.lock_owned_operation(conn, operation_id, self.owner)
             if op is None:
                 return False
-            picked = await store.select_replay_batch(conn, op, self.batch_size)
-            if not picked:
-                await store.finish_operation(conn, operation_id, self.owner, "succeeded")
-                return False
-            marked = await store.mark_pending(conn, [r["delivery_id"] for r in picked],
-                                              REPLAYABLE)
-            await store.operation_progress(conn, op, self.owner, cursor=picked[-1],
-                                           processed=len(picked), enqueued=len(marked),
-                                           lease_s=self.lease_s)
+            if op["kind"] == "delete":
+                outcome = await deletion.step(conn, op, self.owner,
+                                              batch_size=self.delete_batch_size,
+                                              lease_s=self.lease_s)
+            else:
+                outcome = None
+                picked = await store.select_replay_batch(conn, op, self.batch_size)
+                if not picked:
+                    await store.finish_operation(conn, operation_id, self.owner, "succeeded")
+                    return False
+                marked = await store.mark_pending(conn, [r["delivery_id"] for r in picked],
+                                                  REPLAYABLE)
+                await store.operation_progress(conn, op, self.owner, cursor=picked[-1],
+                                               processed=len(picked), enqueued=len(marked),
+                                               lease_s=self.lease_s)
+        if outcome is not None:  # a delete: nothing to send
+            if outcome is deletion.Step.BLOCKED:  # wait after the commit, holding nothing
+                await asyncio.sleep(deletion.BLOCKED_WAIT_S)
+            return outcome is not deletion.Step.DONE
+        return await self._send(operation_id, op, marked)
+
+    async def _send(self, operation_id: uuid.UUID, op: store.Row,
+                    marked: list[store.Row]) -> bool:
+        """A committed replay batch's tasks, produced until Kafka acknowledges them."""
         self.replays.labels(op["kind"]).inc(len(marked))
 
         def failed(batch: list[Failed]) -> None:

@@ -17,6 +17,7 @@ from hookstream.api import auth
 from hookstream.api.errors import conflict, invalid, not_found
 from hookstream.api.rules import revoke_refusal
 from hookstream.api.validation import DELIVERY_STATUSES, EndpointSpec, ReplayRange, nil_uuid
+from hookstream.core.counts import COUNT_CAP
 from hookstream.core.secretbox import Keyring, seal
 from hookstream.core.signing import generate_secret
 from hookstream.io import queries
@@ -134,9 +135,51 @@ async def set_endpoint_status(conn: Conn, endpoint_id: uuid.UUID, status: str, *
     return row
 
 
-async def delete_endpoint(conn: Conn, endpoint_id: uuid.UUID, tenant: str | None) -> None:
-    if await _one(conn, "delete_endpoint", {"id": endpoint_id, "tenant": tenant}) is None:
-        raise not_found("endpoint")
+async def mark_endpoint_deleted(conn: Conn, endpoint_id: uuid.UUID,
+                                tenant: str | None) -> Row | None:
+    """The endpoint (id, tenant) now marked deleted; None if it was not found live."""
+    return await _one(conn, "mark_endpoint_deleted", {"id": endpoint_id, "tenant": tenant})
+
+
+async def latest_delete_operation(conn: Conn, endpoint_id: uuid.UUID,
+                                  tenant: str | None) -> Row | None:
+    return await _one(conn, "latest_delete_operation", {"id": endpoint_id, "tenant": tenant})
+
+
+async def deleted_endpoint(conn: Conn, endpoint_id: uuid.UUID,
+                           tenant: str | None) -> Row | None:
+    return await _one(conn, "deleted_endpoint", {"id": endpoint_id, "tenant": tenant})
+
+
+async def create_delete_operation(conn: Conn, *, tenant: str, endpoint_id: uuid.UUID,
+                                  owner: str, lease_s: float) -> Row:
+    # total stays 0: counting the history up front would walk all of it (progress
+    # counts the deliveries removed so far).
+    row = await _one(conn, "create_operation", {
+        "tenant": tenant, "kind": "delete", "endpoint_id": endpoint_id, "params": Jsonb({}),
+        "total": 0, "owner": owner, "lease_s": lease_s})
+    assert row is not None
+    return row
+
+
+async def delete_history_batch(conn: Conn, endpoint_id: uuid.UUID, limit: int) -> int:
+    """Remove up to ``limit`` of a deleted endpoint's deliveries with their attempts, in
+    the caller's transaction; returns how many deliveries went."""
+    ids = [r["delivery_id"] for r in await _all(conn, "select_history_batch", {
+        "endpoint_id": endpoint_id, "limit": limit})]
+    if ids:
+        await conn.execute(Q["delete_history_attempts"], {"ids": ids})
+        await conn.execute(Q["delete_history_deliveries"], {"ids": ids})
+    return len(ids)
+
+
+async def history_remains(conn: Conn, endpoint_id: uuid.UUID) -> bool:
+    row = await _one(conn, "history_remains", {"endpoint_id": endpoint_id})
+    return bool(row and row["remains"])
+
+
+async def remove_deleted_endpoint(conn: Conn, endpoint_id: uuid.UUID) -> None:
+    await conn.execute(Q["remove_deleted_endpoint"], {"id": endpoint_id})
 
 
 # -- secrets -----------------------------------------------------------------------------
@@ -168,7 +211,7 @@ async def revoke_secret(conn: Conn, endpoint_id: uuid.UUID, version: int) -> Row
 async def endpoint_health(conn: Conn, endpoint_id: uuid.UUID,
                           window_start: datetime) -> tuple[Row, Row | None]:
     params = {"id": endpoint_id, "window_start": window_start,
-              "all_statuses": list(DELIVERY_STATUSES)}
+              "all_statuses": list(DELIVERY_STATUSES), "cap": COUNT_CAP}
     counts = await _one(conn, "endpoint_health", params)
     assert counts is not None
     return counts, await _one(conn, "last_error", params)

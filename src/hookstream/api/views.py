@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from hookstream.api.rules import circuit_state, success_rate
+from hookstream.core.counts import COUNT_CAP
 
 Row = Mapping[str, Any]
 
@@ -131,6 +132,8 @@ def health(ep: Row, counts: Row, last_error: Row | None, *, now: datetime,
             0.0, round((now - oldest).total_seconds(), 3)),
         "in_flight": counts["in_flight"],
         "dead": counts["dead"],
+        # pending, in_flight and dead stop at this (COUNT_CAP means "at least that many")
+        "counts_capped_at": COUNT_CAP,
         "recent": {
             "window_s": window_s,
             "attempts": counts["finished"],

@@ -73,6 +73,11 @@ def producer_config(bootstrap: str, client_id: str, **overrides: object) -> dict
         # A batch that cannot be acknowledged within this bound is reported as failed
         # and stays unpublished/uncommitted, to be retried; nothing waits forever.
         "message.timeout.ms": 30_000,
+        # librdkafka's default, pinned: CRC-32 of the key (core.event_key.partition_of).
+        # Every producer of a topic must place a key alike (the fanout, the reaper and
+        # the delay consumer all write the deliveries topic), so a key's partition is a
+        # decision here, not whatever a client version defaults to.
+        "partitioner": "consistent_random",
     }
     config.update(overrides)
     return config

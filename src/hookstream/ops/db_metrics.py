@@ -25,6 +25,7 @@ import psycopg
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from psycopg.rows import dict_row
 
+from hookstream.core.counts import COUNT_CAP
 from hookstream.core.endpoint_series import EndpointTracker, Ranked
 from hookstream.io import queries
 from hookstream.io.pg import DatabaseUnavailable
@@ -58,7 +59,7 @@ class DeliveryStats:
     lease_expired: int
     worst: tuple[EndpointStats, ...]  # the tracked endpoints (see endpoint_series)
     endpoints_overdue: dict[float, int]  # threshold s → endpoints
-    dead: int
+    dead: int  # capped at COUNT_CAP (hookstream.core.counts)
     endpoints_by_status: dict[str, int]
     circuits_open: int
     circuits_failing: int
@@ -67,6 +68,7 @@ class DeliveryStats:
     automatic_attempts: int
     manual_attempts: int
     attempted_deliveries: int
+    dead_in_window: int = 0  # went dead within the window: exact, window-bounded
 
     @property
     def retry_amplification(self) -> float:
@@ -133,8 +135,13 @@ def delivery_families(stats: DeliveryStats, _now: float) -> Iterator[Metric]:
     yield behind
 
     yield GaugeMetricFamily(
-        "hookstream_deliveries_dead", "Deliveries that gave up (status dead)",
-        value=float(stats.dead))
+        "hookstream_deliveries_dead",
+        f"Deliveries that gave up (status dead); counted up to {COUNT_CAP}, which then means "
+        "at least that many", value=float(stats.dead))
+    yield GaugeMetricFamily(
+        "hookstream_deliveries_dead_in_window",
+        "Deliveries that gave up (status dead) within the window, still dead",
+        value=float(stats.dead_in_window))
 
     by_status = GaugeMetricFamily(
         "hookstream_endpoints", "Endpoints by configured status", labels=["status"])
@@ -219,7 +226,8 @@ class DeliveryStatsSource:
             worst = self._tracked(conn)
             overdue = {r["over_s"]: r["endpoints"] for r in conn.execute(
                 q["endpoints_overdue"], {"thresholds": list(OVERDUE_THRESHOLDS_S)})}
-            dead = conn.execute(q["dead"]).fetchone()
+            dead = conn.execute(q["dead"], {"cap": COUNT_CAP,
+                                            "window_s": self.window_s}).fetchone()
             statuses = {r["status"]: r["endpoints"]
                         for r in conn.execute(q["endpoints_by_status"])}
             circuits = conn.execute(q["circuits"]).fetchone()
@@ -232,7 +240,7 @@ class DeliveryStatsSource:
             circuits_failing=circuits["failing"],
             circuit_longest_open_s=circuits["longest_open_s"], window_s=self.window_s,
             automatic_attempts=window["automatic"], manual_attempts=window["manual"],
-            attempted_deliveries=window["deliveries"])
+            attempted_deliveries=window["deliveries"], dead_in_window=dead["in_window"])
 
 
     def _tracked(self, conn: psycopg.Connection[dict[str, Any]]) -> tuple[EndpointStats, ...]:

@@ -131,11 +131,13 @@ def cmd_update(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    base.client().request("DELETE", _path(args))
+    # 202: the endpoint is gone at once, its history is removed by an operation
+    op = base.client().request("DELETE", _path(args)).data
     if args.json:
-        output.as_json({"deleted": args.endpoint_id})
+        output.as_json(op)
     else:
-        print(f"endpoint {args.endpoint_id} deleted with its deliveries")
+        print(f"endpoint {args.endpoint_id} deleted; its deliveries are removed in the "
+              f"background (follow it: hookstream operations wait {op['id']})")
     return 0
 
 
@@ -231,7 +233,7 @@ def register(sub: Any) -> None:
     one("show", "one endpoint", cmd_show)
     settings_args(one("update", "change settings (config_version goes up)", cmd_update),
                   creating=False)
-    one("delete", "delete it with its deliveries", cmd_delete)
+    one("delete", "delete it (its deliveries are removed in the background)", cmd_delete)
     one("pause", "hold deliveries (new ones are created and held)", cmd_pause).add_argument(
         "--until", type=base.time_arg, help="resume by itself then (ISO 8601 or now+2h); "
                                             "default: until enabled")

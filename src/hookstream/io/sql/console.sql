@@ -21,7 +21,7 @@ SELECT d.delivery_id, d.event_id, d.endpoint_id, d.tenant, d.attempts, d.last_er
        d.created_at, d.updated_at, ev.type AS event_type, ep.url AS endpoint_url
 FROM deliveries d
 JOIN events ev ON ev.event_id = d.event_id
-JOIN endpoints ep ON ep.id = d.endpoint_id
+JOIN endpoints ep ON ep.id = d.endpoint_id AND ep.status <> 'deleted'
 WHERE d.status = 'dead'
   AND (d.updated_at, d.delivery_id) < (%(before_at)s::timestamptz, %(before_id)s::uuid)
 ORDER BY d.updated_at DESC, d.delivery_id DESC

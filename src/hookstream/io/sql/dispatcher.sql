@@ -22,6 +22,12 @@ claimed AS (
     WHERE d.delivery_id = task.delivery_id
       AND d.lease_version = task.lease_version
       AND (d.status = 'pending' OR (d.status = 'in_flight' AND d.lease_expires_at < now()))
+      -- A deleted endpoint is never called again, even by a dispatcher whose cached
+      -- endpoint state still says active (its refresh comes later): one primary-key
+      -- probe of the small endpoints table per claimed row. The task then claims nothing
+      -- and is dropped as stale; its row goes with the endpoint's delete operation.
+      AND NOT EXISTS (SELECT 1 FROM endpoints gone
+                      WHERE gone.id = d.endpoint_id AND gone.status = 'deleted')
     RETURNING d.delivery_id, d.event_id, d.endpoint_id, d.lease_version, d.attempts,
               d.expires_at, task.manual
 ),
@@ -108,7 +114,7 @@ WITH d AS (
     SET status = 'disabled', disabled_reason = x.reason, config_version = e.config_version + 1,
         updated_at = now()
     FROM unnest(%(ids)s::uuid[], %(reasons)s::text[]) AS x(id, reason)
-    WHERE e.id = x.id AND e.status <> 'disabled'
+    WHERE e.id = x.id AND e.status <> 'disabled' AND e.status <> 'deleted'
     RETURNING e.id, e.tenant, e.url, e.disabled_reason, e.first_failure_at
 )
 INSERT INTO outbox (event_id, tenant, type, object_id, payload)

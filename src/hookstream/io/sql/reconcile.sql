@@ -67,6 +67,7 @@ SELECT kind, key, detail, total FROM (
     FROM outbox o
     JOIN events ev ON ev.event_id = o.event_id
     JOIN endpoints ep ON ep.tenant = ev.tenant AND ep.status <> 'disabled'
+                     AND ep.status <> 'deleted'
                      AND ep.created_at <= ev.stored_at
     WHERE o.published_at >= %(since)s AND o.published_at < %(cutoff)s
       AND EXISTS (
@@ -102,6 +103,8 @@ v AS (
             WHEN d.next_attempt_at >= now() - make_interval(secs => %(stall_s)s) THEN
                 CASE WHEN d.attempts = 0 THEN 'pending: new' ELSE 'pending: retry scheduled' END
             WHEN ep.status = 'disabled' THEN 'pending: endpoint disabled'
+            -- its history is being removed by a delete operation
+            WHEN ep.status = 'deleted' THEN 'pending: endpoint deleted'
             -- held by its owner, or behind an open circuit (deferred until it closes)
             WHEN ep.status = 'paused' OR ep.paused_until
                 > now() - make_interval(secs => %(stall_s)s) THEN 'pending: endpoint paused'

@@ -47,20 +47,34 @@ FROM unnest(%(ids)s::bigint[], %(reasons)s::text[]) AS q(id, reason)
 WHERE o.id = q.id
 
 -- name: backlog
-SELECT count(*) AS rows,
-       coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 AS oldest_age_s
-FROM outbox
-WHERE published_at IS NULL AND quarantined_at IS NULL
+-- Refreshed every second. The backlog is a few rows normally but millions after a long
+-- Kafka outage, when an exact count(*) and min(created_at) would walk every unpublished
+-- row each second, so: the count stops at %(cap)s (hookstream.core.counts; %(cap)s means
+-- "at least"), and the oldest age is taken over the head of outbox_pending, the first
+-- %(head)s unpublished rows in id order. Ids come from a sequence at insert time while
+-- created_at is the producer's transaction start, so a long producer transaction can
+-- insert a row older than lower ids: the head covers that skew unless the older row sits
+-- more than %(head)s rows behind the head, and the age is then a lower bound.
+SELECT least((SELECT count(*) FROM (SELECT 1 FROM outbox
+                                    WHERE published_at IS NULL AND quarantined_at IS NULL
+                                    LIMIT %(cap)s + 1) AS capped), %(cap)s) AS rows,
+       coalesce((SELECT extract(epoch FROM now() - min(h.created_at))
+                 FROM (SELECT created_at FROM outbox
+                       WHERE published_at IS NULL AND quarantined_at IS NULL
+                       ORDER BY id LIMIT %(head)s) AS h), 0)::float8 AS oldest_age_s
 
 -- name: purge_published
 -- Retention: published rows leave in batches, oldest first, each DELETE short (a few
 -- thousand rows) so it never holds long locks or one huge WAL burst. SKIP LOCKED lets
 -- two relays purge at once. Quarantined rows stay: an operator has to look at them.
+-- The ids travel as an array (= ANY(ARRAY(...))), not as IN (SELECT ...): with most of
+-- the table past retention the planner joins an IN list of a few thousand ids against a
+-- Seq Scan of the whole outbox; an array makes each id one primary-key probe.
 DELETE FROM outbox
-WHERE id IN (
+WHERE id = ANY(ARRAY(
     SELECT id FROM outbox
     WHERE published_at < now() - make_interval(secs => %(retention_s)s)
     ORDER BY published_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
-)
+))

@@ -1,0 +1,262 @@
+"""Issue #14, "hot paths touch no whole table": every query the services, the metrics
+sampler and the API run periodically or per request is planned, on the real PostgreSQL,
+against a history big enough (and ANALYZEd) that the planner would rather scan a whole
+table than use a missing index, and no plan may hold a Seq Scan of the history tables.
+
+The second test proves the first can fail: with one of the indexes these plans rely on
+dropped (inside a transaction that is rolled back), the same query's plan scans the table.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from hookstream.api.validation import DELIVERY_STATUSES
+from hookstream.core.counts import COUNT_CAP
+from hookstream.io import queries
+from tests.conftest import Stack
+
+HISTORY = ("events", "deliveries", "attempts", "outbox")
+ROWS = 100_000
+ENDPOINTS = 50
+
+
+def _ep(i: int) -> uuid.UUID:
+    return uuid.UUID(int=i)
+
+
+# A history shaped like production's: nearly every delivery delivered long ago, a handful
+# pending / in flight / dead, one attempt per delivery, the outbox mostly published.
+SEED = f"""
+INSERT INTO tenants (id) VALUES ('acme');
+INSERT INTO endpoints (id, tenant, url)
+SELECT ('00000000-0000-0000-0000-' || lpad(to_hex(i), 12, '0'))::uuid, 'acme',
+       'https://e' || i || '.example/'
+FROM generate_series(1, {ENDPOINTS}) i;
+INSERT INTO events (event_id, tenant, type, schema_version, occurred_at, committed_at,
+                    payload, payload_sha256)
+SELECT hookstream_uuid_v7(), 'acme', 'invoice.paid', 1, now() - i * interval '20 s',
+       now() - i * interval '20 s', '\\x00', '\\x00'
+FROM generate_series(1, {ROWS}) i;
+INSERT INTO deliveries (event_id, endpoint_id, tenant, endpoint_config_version, status,
+                        attempts, expires_at, created_at, updated_at, next_attempt_at)
+SELECT e.event_id,
+       ('00000000-0000-0000-0000-'
+        || lpad(to_hex(1 + (row_number() OVER () % {ENDPOINTS})::int), 12, '0'))::uuid,
+       'acme', 1, 'delivered', 1, e.committed_at + interval '1 day', e.committed_at,
+       e.committed_at, e.committed_at
+FROM events e;
+UPDATE deliveries SET status = 'pending', created_at = now(), next_attempt_at = now()
+WHERE delivery_id IN (SELECT delivery_id FROM deliveries ORDER BY delivery_id LIMIT 50);
+UPDATE deliveries SET status = 'in_flight', lease_expires_at = now() + interval '1 min'
+WHERE delivery_id IN (SELECT delivery_id FROM deliveries WHERE status = 'delivered'
+                      ORDER BY delivery_id LIMIT 20);
+UPDATE deliveries SET status = 'dead', updated_at = now() - interval '2 h'
+WHERE delivery_id IN (SELECT delivery_id FROM deliveries WHERE status = 'delivered'
+                      ORDER BY delivery_id LIMIT 30);
+INSERT INTO attempts (delivery_id, attempt_no, started_at, finished_at, outcome)
+SELECT delivery_id, 1, created_at, created_at, 'delivered' FROM deliveries;
+INSERT INTO outbox (event_id, tenant, type, payload, published_at, created_at)
+SELECT hookstream_uuid_v7(), 'acme', 'invoice.paid', '\\x00', now() - interval '2 h',
+       now() - interval '2 h'
+FROM generate_series(1, {ROWS});
+INSERT INTO outbox (event_id, tenant, type, payload)
+SELECT hookstream_uuid_v7(), 'acme', 'invoice.paid', '\\x00' FROM generate_series(1, 10);
+"""
+
+
+@pytest.fixture(scope="module")
+def history_url(stack: Stack, template_db: str) -> Iterator[str]:
+    """One seeded database for the module (seeding takes seconds; the tests only plan)."""
+    name = f"hs_hot_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(stack.admin_url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name} TEMPLATE {template_db}")
+    url = stack.url_for(name)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(SEED)
+        conn.execute("VACUUM ANALYZE")
+    yield url
+    with psycopg.connect(stack.admin_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+NOW = datetime.now(UTC)
+EP = _ep(1)
+HOUR_AGO = NOW - timedelta(hours=1)
+ALL = list(DELIVERY_STATUSES)
+FAR = datetime(9999, 1, 1, tzinfo=UTC)
+ZERO = uuid.UUID(int=0)
+MAX = uuid.UUID(int=2**128 - 1)
+SOME = [uuid.uuid4() for _ in range(3)]
+
+# (file, query, parameters): what each service runs on its loop or per request.
+HOT: list[tuple[str, str, dict[str, Any]]] = [
+    # the metrics sampler (fanout), every scrape interval
+    ("observability", "pending_by_kind", {}),
+    ("observability", "in_flight", {}),
+    ("observability", "worst_endpoints", {"limit": 10}),
+    ("observability", "endpoint_figures", {"ids": [str(EP)]}),
+    ("observability", "endpoints_overdue", {"thresholds": [10.0, 60.0, 600.0]}),
+    ("observability", "dead", {"cap": COUNT_CAP, "window_s": 900.0}),
+    ("observability", "attempts_window", {"window_s": 900.0}),
+    # the relay, every round and every second
+    ("relay", "claim_batch", {"limit": 500, "lease_s": 30.0, "token": 1, "lock_class": 1}),
+    ("relay", "backlog", {"cap": COUNT_CAP, "head": 1000}),
+    ("relay", "purge_published", {"retention_s": 3600.0, "limit": 5000}),
+    # the dispatcher and its sweeper
+    ("dispatcher", "claim", {"delivery_id": SOME, "lease_version": [0, 0, 0],
+                             "manual": [False] * 3, "lease_s": 30.0}),
+    ("dispatcher", "expired_leases", {"limit": 500}),
+    ("dispatcher", "load_endpoints", {"ids": [EP]}),
+    ("sweeper", "sweep", {"after_s": 60.0, "per_endpoint": 100, "limit": 1000}),
+    ("sweeper", "pull_forward", {"now": NOW.timestamp(), "factor": 0.5, "endpoint": EP}),
+    ("dispatcher", "record_outcomes", {
+        "delivery_id": SOME, "lease_version": [1] * 3, "attempt_no": [1] * 3,
+        "status": ["delivered"] * 3, "started_at": [NOW.timestamp()] * 3,
+        "finished_at": [NOW.timestamp()] * 3, "status_code": [200] * 3,
+        "latency_ms": [5.0] * 3, "error_class": [None] * 3, "outcome": ["delivered"] * 3,
+        "excerpt": [None] * 3, "error": [None] * 3, "next_at": [None] * 3}),
+    ("dispatcher", "release_expired", {"ids": SOME, "versions": [1] * 3}),
+    ("sweeper", "postpone", {"ids": SOME, "versions": [1] * 3, "due": [NOW.timestamp()] * 3}),
+    ("sweeper", "park", {"ids": SOME, "versions": [1] * 3, "due": [NOW.timestamp()] * 3}),
+    ("relay", "mark_published", {"ids": [1, 2, 3]}),
+    # the fanout
+    ("fanout", "stored_hashes", {"ids": SOME}),
+    ("fanout", "audiences", {"tenant": ["acme"], "type": ["invoice.paid"], "page": 1000}),
+    ("fanout", "create_deliveries", {
+        "event_id": SOME, "tenant": ["acme"] * 3, "type": ["invoice.paid"] * 3,
+        "coalescing_key": [None] * 3, "committed_at": [NOW] * 3, "again": [True] * 3,
+        "after": [None] * 3, "upto": [None] * 3, "window_s": 86400.0}),
+    ("fanout", "coalesce", {"endpoint_id": [EP], "key": ["k"]}),
+    # the API, per request
+    ("api", "endpoint_health", {"id": EP, "window_start": HOUR_AGO, "all_statuses": ALL,
+                                "cap": COUNT_CAP}),
+    ("api", "last_error", {"id": EP, "window_start": HOUR_AGO, "all_statuses": ALL}),
+    ("api", "list_deliveries", {"tenant": "acme", "endpoint_id": EP, "statuses": ALL,
+                                "since": NOW - timedelta(days=30), "until": FAR,
+                                "before_at": FAR, "before_id": MAX, "limit": 51}),
+    ("api", "list_deliveries", {"tenant": "acme", "endpoint_id": None, "statuses": ["dead"],
+                                "since": NOW - timedelta(days=30), "until": FAR,
+                                "before_at": FAR, "before_id": MAX, "limit": 51}),
+    ("api", "get_delivery", {"id": SOME[0], "tenant": "acme"}),
+    ("api", "lock_delivery_for_replay", {"id": SOME[0], "tenant": "acme"}),
+    ("api", "mark_pending", {"ids": SOME, "from_statuses": ["dead"]}),
+    ("api", "count_replay_batch", {"endpoint_id": EP, "statuses": ["dead"],
+                                   "since": NOW - timedelta(days=1), "until": FAR}),
+    ("api", "count_replay_events", {"event_ids": SOME, "endpoint_id": EP, "tenant": "acme",
+                                    "statuses": ["dead"], "since": NOW - timedelta(days=1),
+                                    "until": FAR}),
+    ("api", "delivery_attempts", {"id": SOME[0]}),
+    ("api", "select_replay_batch", {"endpoint_id": EP, "statuses": ["dead"],
+                                    "since": NOW - timedelta(days=1), "until": FAR,
+                                    "after_at": NOW - timedelta(days=2), "after_id": ZERO,
+                                    "limit": 500}),
+    ("api", "list_events", {"tenant": "acme", "since": HOUR_AGO, "until": FAR,
+                            "after_at": HOUR_AGO, "after_id": ZERO, "patterns": None,
+                            "limit": 51}),
+    ("api", "get_event", {"id": SOME[0], "tenant": "acme"}),
+    ("console", "dead_letters", {"before_at": FAR, "before_id": MAX, "limit": 50}),
+    # an endpoint's delete operation, one batch per transaction (hookstream.api.deletion)
+    ("api", "select_history_batch", {"endpoint_id": EP, "limit": 5000}),
+    ("api", "delete_history_attempts", {"ids": SOME}),
+    ("api", "delete_history_deliveries", {"ids": SOME}),
+    ("api", "remove_deleted_endpoint", {"id": EP}),
+]
+
+
+def _scans(node: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    if "Relation Name" in node:
+        yield node["Node Type"], node["Relation Name"]
+    for child in node.get("Plans", []):
+        yield from _scans(child)
+
+
+def plan_scans(conn: psycopg.Connection[Any], concern: str, name: str,
+               params: dict[str, Any]) -> list[tuple[str, str]]:
+    sql = queries.load(concern)[name]
+    row = conn.execute("EXPLAIN (FORMAT JSON) " + sql, params).fetchone()
+    assert row is not None
+    return list(_scans(row[0][0]["Plan"]))
+
+
+def whole_table_scans(scans: list[tuple[str, str]]) -> list[str]:
+    return [table for kind, table in scans if kind == "Seq Scan" and table in HISTORY]
+
+
+@pytest.mark.parametrize(("concern", "name", "params"), HOT,
+                         ids=[f"{c}.{n}" for c, n, _ in HOT])
+def test_no_hot_query_scans_a_history_table(history_url: str, concern: str, name: str,
+                                            params: dict[str, Any]) -> None:
+    with psycopg.connect(history_url) as conn:
+        scans = plan_scans(conn, concern, name, params)
+    assert not whole_table_scans(scans), scans
+
+
+# The indexes each of these queries needs (a second one where another partial index would
+# stand in): without them, the plan is a whole-table scan.
+NEEDS: list[tuple[tuple[str, ...], str, str]] = [
+    (("deliveries_dead",), "observability", "dead"),
+    (("deliveries_lease", "deliveries_pending_age"), "observability", "in_flight"),
+    (("outbox_pending",), "relay", "backlog"),
+    (("outbox_published_at",), "relay", "purge_published"),
+    (("deliveries_endpoint_status", "deliveries_due"), "api", "endpoint_health"),
+    (("attempts_started_at",), "observability", "attempts_window"),
+    (("deliveries_endpoint_status",), "api", "select_history_batch"),
+]
+
+
+@pytest.mark.parametrize(("indexes", "concern", "name"), NEEDS,
+                         ids=[f"{n[0][0]}-{n[2]}" for n in NEEDS])
+def test_the_check_sees_a_missing_index(history_url: str, indexes: tuple[str, ...],
+                                        concern: str, name: str) -> None:
+    params = next(p for c, n, p in HOT if (c, n) == (concern, name))
+    with psycopg.connect(history_url) as conn:
+        assert not whole_table_scans(plan_scans(conn, concern, name, params))
+        with conn.transaction(force_rollback=True):
+            for index in indexes:
+                conn.execute(f"DROP INDEX {index}")
+            assert whole_table_scans(plan_scans(conn, concern, name, params))
+
+
+def test_counts_stop_at_the_cap_and_the_window_stays_exact(history_url: str) -> None:
+    over = COUNT_CAP + 50
+    with psycopg.connect(history_url) as conn, conn.transaction(force_rollback=True):
+        conn.execute("""UPDATE deliveries SET status = 'dead', updated_at = now() - interval '2 h'
+                        WHERE delivery_id IN (SELECT delivery_id FROM deliveries
+                                              WHERE status = 'delivered' LIMIT %s)""", (over,))
+        conn.execute("""UPDATE deliveries SET updated_at = now() WHERE delivery_id IN (
+                        SELECT delivery_id FROM deliveries WHERE status = 'dead' LIMIT 7)""")
+        conn.execute("UPDATE outbox SET published_at = NULL WHERE id IN ("
+                     " SELECT id FROM outbox ORDER BY id LIMIT %s)", (over,))
+        dead = conn.execute(queries.load("observability")["dead"],
+                            {"cap": COUNT_CAP, "window_s": 900.0}).fetchone()
+        backlog = conn.execute(queries.load("relay")["backlog"],
+                               {"cap": COUNT_CAP, "head": 1000}).fetchone()
+    assert dead == (COUNT_CAP, 7)
+    assert backlog is not None and backlog[0] == COUNT_CAP
+    assert 7190 < backlog[1] < 7400  # the lowest id's age: published 2 h ago in the seed
+
+
+def _indexes(node: dict[str, Any]) -> Iterator[str]:
+    if "Index Name" in node:
+        yield node["Index Name"]
+    for child in node.get("Plans", []):
+        yield from _indexes(child)
+
+
+def test_the_health_route_reads_only_its_endpoints_attempts(history_url: str) -> None:
+    """Not the fleet's attempts of the window (attempts_started_at), however the planner
+    weighs them: the endpoint's deliveries first, then each one's attempts."""
+    params = next(p for c, n, p in HOT if (c, n) == ("api", "endpoint_health"))
+    with psycopg.connect(history_url) as conn:
+        row = conn.execute("EXPLAIN (FORMAT JSON) " + queries.load("api")["endpoint_health"],
+                           params).fetchone()
+    assert row is not None
+    used = set(_indexes(row[0][0]["Plan"]))
+    assert "attempts_pkey" in used and "attempts_started_at" not in used, used
