@@ -1,9 +1,9 @@
 """Two replicas of each service on the real stack, under steady load from twelve tenants;
 one replica of each is SIGKILLed in turn (relay, fanout, dispatcher), issue #16.
 
-Each tenant has one endpoint of its own, so a tenant's first attempts stall exactly when
-one of its partitions (events: keyed by tenant; tasks: keyed by endpoint) waits for a
-new owner. What must hold after each kill: first attempts never stop as a whole — the
+Each tenant has one endpoint of its own, so a tenant's first attempts stall when one of
+its partitions (tasks: keyed by endpoint; events: spread by event, docs/relay-fanout.md)
+waits for a new owner. What must hold after each kill: first attempts never stop as a whole — the
 surviving replica's partitions keep going (longest pause over all tenants < 2 s), and
 no tenant waits more than 10 s (the killed replica's partitions are taken over once its
 3 s group session expires). Then everything is delivered and explained.
