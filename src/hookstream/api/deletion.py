@@ -44,6 +44,7 @@ async def request_deletion(api: Api, scope: str | None, endpoint_id: uuid.UUID) 
     """Mark the endpoint deleted and start (or find) its delete operation."""
     owner, lease_s = api.operations.owner, api.settings.operation_lease_s
     start = True
+    op: store.Row | None
     async with api.conn() as conn:
         marked = await store.mark_endpoint_deleted(conn, endpoint_id, scope)
         if marked is not None:
