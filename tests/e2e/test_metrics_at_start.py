@@ -35,7 +35,7 @@ API_REQUESTS = [
     ("POST", "/v1/deliveries/{delivery_id}/replay", "409"),
     ("GET", "/v1/endpoints", "200"),
     ("POST", "/v1/endpoints", "400"),
-    ("DELETE", "/v1/endpoints/{endpoint_id}", "204"),
+    ("DELETE", "/v1/endpoints/{endpoint_id}", "202"),
     ("GET", "/v1/me", "401"),
 ]
 
