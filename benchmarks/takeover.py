@@ -325,7 +325,9 @@ def wait_consumed(members: list[Member], parts: list[int], after: float, timeout
             return
 
 
-def scenario_member_loss(args: argparse.Namespace, restart: bool, run: int) -> dict[str, Any]:
+def start_group(args: argparse.Namespace) -> tuple[str, str, Path, Load, list[Member]]:
+    """A fresh topic under load and two members of a fresh group reading it: (topic,
+    group, the members' folder, load, members)."""
     tag = uuid.uuid4().hex[:6]
     topic, group = f"takeover-{tag}", f"takeover-{args.variant}-{tag}"
     workdir = RESULTS / f"takeover-{tag}"
@@ -334,7 +336,12 @@ def scenario_member_loss(args: argparse.Namespace, restart: bool, run: int) -> d
     if args.variant.startswith("kip848"):
         configure_group(args.bootstrap, group, args.session_ms, args.heartbeat_ms)
     load = Load(args.bootstrap, topic, args.partitions, args.rate)
-    members = [Member(args, workdir, group, topic, n, 1) for n in ("a", "b")]
+    return (topic, group, workdir, load,
+            [Member(args, workdir, group, topic, n, 1) for n in ("a", "b")])
+
+
+def scenario_member_loss(args: argparse.Namespace, restart: bool, run: int) -> dict[str, Any]:
+    topic, group, workdir, load, members = start_group(args)
     try:
         steady_s = wait_steady(members, args.partitions)
         time.sleep(args.warmup)
@@ -401,15 +408,7 @@ def restart_coordinator(bootstrap: str, group: str, down_s: float) -> tuple[int,
 
 def scenario_broker_restart(args: argparse.Namespace, run: int,
                             coordinator_only: bool = False) -> dict[str, Any]:
-    tag = uuid.uuid4().hex[:6]
-    topic, group = f"takeover-{tag}", f"takeover-{args.variant}-{tag}"
-    workdir = RESULTS / f"takeover-{tag}"
-    workdir.mkdir(parents=True, exist_ok=True)
-    ensure_topics(args.bootstrap, [TopicSpec(topic, args.partitions, {}, args.replication)])
-    if args.variant.startswith("kip848"):
-        configure_group(args.bootstrap, group, args.session_ms, args.heartbeat_ms)
-    load = Load(args.bootstrap, topic, args.partitions, args.rate)
-    members = [Member(args, workdir, group, topic, n, 1) for n in ("a", "b")]
+    topic, group, _workdir, load, members = start_group(args)
     try:
         wait_steady(members, args.partitions)
         time.sleep(args.warmup)

@@ -164,17 +164,19 @@ def set_group_timeouts(bootstrap: str, groups: Sequence[str], membership: Member
     wanted = (membership.session_timeout_ms, membership.heartbeat_interval_ms)
     deadline = time.monotonic() + timeout_s
     for group in groups:
-        while group_timeouts(bootstrap, group, timeout_s) != wanted:
+        while group_timeouts(bootstrap, group, timeout_s, admin) != wanted:
             if time.monotonic() > deadline:
                 raise BrokerUnavailable(f"group {group}'s new timeouts not in effect after "
                                         f"{timeout_s:g} s")
             time.sleep(0.05)
 
 
-def group_timeouts(bootstrap: str, group: str, timeout_s: float = 30.0) -> tuple[int, int]:
+def group_timeouts(bootstrap: str, group: str, timeout_s: float = 30.0,
+                   admin: AdminClient | None = None) -> tuple[int, int]:
     """(session timeout, heartbeat interval) in ms that the broker applies to ``group``
-    under KIP-848: its own configuration, else the broker's defaults."""
-    admin = _admin(bootstrap)
+    under KIP-848: its own configuration, else the broker's defaults. ``admin``: a
+    client to reuse (a caller polling this need not connect anew each time)."""
+    admin = admin or _admin(bootstrap)
     resource = ConfigResource(ResourceType.GROUP, group)
     try:
         entries = admin.describe_configs([resource])[resource].result(timeout=timeout_s)
