@@ -195,7 +195,8 @@ def load_deliveries(db_url: str, bootstrap: str, topics: Topics, *, endpoints: l
 
 def insert_deliveries(db_url: str, *, endpoints: list[str], n: int,
                       payload: bytes = b'{"bench": true}') -> list[tuple[Any, ...]]:
-    """The rows half of ``load_deliveries``: (delivery, event, endpoint, tenant) per row."""
+    """The rows half of ``load_deliveries``: (delivery, event, endpoint, tenant,
+    committed_at) per row (the commit time is the rows' partition key: the task carries it)."""
     with psycopg.connect(db_url) as conn:
         conn.execute(
             "INSERT INTO events (event_id, tenant, type, schema_version, occurred_at,"
@@ -204,22 +205,25 @@ def insert_deliveries(db_url: str, *, endpoints: list[str], n: int,
             " FROM generate_series(1, %s)", (payload, payload, n))
         conn.execute(
             "INSERT INTO deliveries (event_id, endpoint_id, tenant, endpoint_config_version,"
-            " expires_at)"
-            " SELECT e.event_id, ep.id, ep.tenant, 1, now() + interval '1 day'"
-            " FROM (SELECT event_id, row_number() OVER () - 1 AS i FROM events) e"
+            " expires_at, committed_at)"
+            " SELECT e.event_id, ep.id, ep.tenant, 1, now() + interval '1 day', e.committed_at"
+            " FROM (SELECT event_id, committed_at, row_number() OVER () - 1 AS i FROM events) e"
             " JOIN (SELECT id, tenant, row_number() OVER (ORDER BY id) - 1 AS j FROM endpoints)"
             " ep ON ep.j = e.i %% %s", (len(endpoints),))
         return conn.execute(
-            "SELECT delivery_id, event_id, endpoint_id, tenant FROM deliveries").fetchall()
+            "SELECT delivery_id, event_id, endpoint_id, tenant, committed_at FROM deliveries"
+        ).fetchall()
 
 
 def encode_tasks(rows: list[tuple[Any, ...]]) -> list[tuple[bytes, bytes]]:
-    """(key, value) of one NEW task per (delivery, event, endpoint, tenant) row, due now."""
+    """(key, value) of one NEW task per (delivery, event, endpoint, tenant, committed_at)
+    row, due now."""
     from datetime import UTC, datetime
 
     now = datetime.now(UTC)
     return [(task.key, task.encode()) for task in (
-        DeliveryTask(d, ev, ep, tenant, TaskKind.NEW, now, now) for d, ev, ep, tenant in rows)]
+        DeliveryTask(d, ev, ep, tenant, TaskKind.NEW, now, at)
+        for d, ev, ep, tenant, at in rows)]
 
 
 def produce_tasks(bootstrap: str, topics: Topics, messages: list[tuple[bytes, bytes]]) -> None:

@@ -39,14 +39,13 @@ def requeued(topic: str, rows: Sequence[Mapping[str, Any]], now: datetime, *,
     """A task, due now, for each delivery row (reaped or swept)."""
     records = []
     for r in rows:
-        if swept:  # its first attempt, if it never had one: first-attempt latency is true
-            kind = TaskKind.NEW if r["attempts"] == 0 else TaskKind.RETRY
-            committed_at = datetime.fromtimestamp(r["created_at_s"], UTC)
-        else:
-            kind, committed_at = TaskKind.RETRY, now
+        # its first attempt, if it never had one: first-attempt latency is true
+        kind = TaskKind.NEW if swept and r["attempts"] == 0 else TaskKind.RETRY
+        # The event's commit time, from the row: the task finds its row's partition with
+        # it (0014), and a swept first attempt's latency is measured from it.
         task = DeliveryTask(
             delivery_id=r["delivery_id"], event_id=r["event_id"], endpoint_id=r["endpoint_id"],
-            tenant=r["tenant"], kind=kind, due_at=now, committed_at=committed_at,
+            tenant=r["tenant"], kind=kind, due_at=now, committed_at=r["committed_at"],
             lease_version=r["lease_version"])
         # Provenance for whoever reads the topic (an operator, the fault tests): a task
         # the reaper or the sweeper re-queued is not one a decision of the pipeline made.

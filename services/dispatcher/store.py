@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from psycopg import AsyncConnection
@@ -35,6 +36,8 @@ class Claim:
     secrets: list[str]
     manual: bool
     expires_at_s: float
+    # the event's commit time: the row's partition key, so its outcome finds it at once
+    committed_at: datetime
 
 
 # Not frozen: a frozen dataclass sets each field through object.__setattr__, ~0.7 µs
@@ -93,6 +96,7 @@ class Store:
             cur = conn.cursor(row_factory=tuple_row)
             await cur.execute(Q["claim"], {
                 "delivery_id": [t.delivery_id for t in tasks],
+                "committed_at": [t.committed_at for t in tasks],
                 "lease_version": [t.lease_version for t in tasks],
                 "manual": [t.kind is TaskKind.REPLAY for t in tasks],
                 "lease_s": self.lease_s,
@@ -102,9 +106,10 @@ class Store:
         # Column order is the claim statement's SELECT list.
         return [Claim(delivery_id, lease_version, attempt_no, endpoint_id, event_id, tenant,
                       url, payload, opened(endpoint_id, versions, key_ids, blobs), manual,
-                      expires_at_s)
+                      expires_at_s, committed_at)
                 for (delivery_id, lease_version, attempt_no, endpoint_id, event_id, manual,
-                     expires_at_s, payload, url, tenant, versions, key_ids, blobs) in rows]
+                     expires_at_s, committed_at, payload, url, tenant, versions, key_ids,
+                     blobs) in rows]
 
     @translated
     async def load_endpoints(self, ids: list[uuid.UUID]) -> list[EndpointRow]:
@@ -163,6 +168,7 @@ class Store:
                 "excerpt": [o.excerpt for o in outcomes],
                 "error": [o.error for o in outcomes],
                 "next_at": [o.next_at_s for o in outcomes],
+                "committed_at": [o.claim.committed_at for o in outcomes],
             })
             applied = cur.rowcount
         if circuits:
@@ -193,6 +199,7 @@ class Store:
         async with self.pool.connection() as conn:
             await conn.execute(Q["release_expired"], {
                 "ids": [r["delivery_id"] for r in rows],
+                "committed_at": [r["committed_at"] for r in rows],
                 "versions": [r["lease_version"] for r in rows]})
         return len(rows)
 
@@ -236,5 +243,6 @@ class Store:
         async with self.pool.connection() as conn:
             await conn.execute(query, {
                 "ids": [t.delivery_id for t in tasks],
+                "committed_at": [t.committed_at for t in tasks],
                 "versions": [t.lease_version for t in tasks],
                 "due": [t.due_at.timestamp() for t in tasks]})

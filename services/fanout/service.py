@@ -247,7 +247,8 @@ class Fanout:
                        if e.event_id not in new_ids]
         if seen_before:
             stored = {r[0]: bytes(r[1]) for r in conn.execute(
-                Q["stored_hashes"], {"ids": [e.event_id for e, _ in seen_before]})}
+                Q["stored_hashes"], {"ids": [e.event_id for e, _ in seen_before],
+                                     "committed_at": [e.committed_at for e, _ in seen_before]})}
             for e, sha in seen_before:
                 if stored.get(e.event_id) == sha:
                     again.add(e.event_id)

@@ -45,6 +45,7 @@ from hookstream.io import queries
 from hookstream.io.kafka import BrokerUnavailable, Failed, KafkaTransient, Publisher, Record
 from hookstream.io.pg import DatabaseUnavailable
 from hookstream.ops.observability import at_zero
+from hookstream.ops.retention import maintain
 
 log = logging.getLogger("hookstream.relay")
 Q = queries.load("relay")
@@ -95,6 +96,21 @@ class RelayMetrics:
         self.purged = Counter(
             "hookstream_relay_purged_total",
             "Published outbox rows deleted after the retention", registry=registry)
+        # History maintenance (hookstream.ops.retention), from whichever replica ran it.
+        # Counted in days, but named without the unit: Prometheus' base unit is seconds.
+        self.history_dropped = Counter(
+            "hookstream_history_expired_dropped_total",
+            "Expired days of history (events, deliveries, attempts) dropped", registry=registry)
+        self.history_held = Gauge(
+            "hookstream_history_expired_held",
+            "Expired days kept because deliveries of theirs are still pending or in flight",
+            registry=registry)
+        self.history_strays = Gauge(
+            "hookstream_history_default_rows",
+            f"History rows in no day partition (counted up to {COUNT_CAP})", registry=registry)
+        self.history_last_run = Gauge(
+            "hookstream_history_last_maintained_timestamp_seconds",
+            "When history maintenance last completed", registry=registry)
 
 
 @dataclass
@@ -208,6 +224,16 @@ class Relay:
                 break
         return deleted
 
+    def maintain_history(self, store: OutboxStore) -> None:
+        run = maintain(store.conn, history_days=self.settings.history_days,
+                       days_ahead=self.settings.history_days_ahead)
+        if not run.ran:  # another replica is at it
+            return
+        self.metrics.history_dropped.inc(len(run.dropped))
+        self.metrics.history_held.set(len(run.held))
+        self.metrics.history_strays.set(run.strays)
+        self.metrics.history_last_run.set_to_current_time()
+
     def refresh_backlog(self, store: OutboxStore) -> None:
         rows, oldest_age_s = store.backlog()
         self.metrics.backlog.set(rows)
@@ -297,7 +323,7 @@ class Relay:
 
     def _housekeeping(self, _: None) -> None:
         with OutboxStore.connect(self.settings.database_url) as store:
-            next_purge = time.monotonic()
+            next_purge = next_history = time.monotonic()
             while not self.stop.is_set():
                 self.refresh_backlog(store)
                 if time.monotonic() >= next_purge:
@@ -305,4 +331,7 @@ class Relay:
                     if deleted:
                         log.info("published outbox rows purged", extra={"rows": deleted})
                     next_purge = time.monotonic() + self.settings.purge_interval_s
+                if time.monotonic() >= next_history:
+                    self.maintain_history(store)
+                    next_history = time.monotonic() + self.settings.history_maintain_interval_s
                 self.stop.wait(1.0)

@@ -100,12 +100,15 @@ def test_same_task_published_three_times_yields_one_post(
             "INSERT INTO events (event_id, tenant, type, schema_version, occurred_at,"
             " committed_at, payload, payload_sha256) VALUES (%s, 'acme', 'a.b', 1, now(),"
             " now(), '{}', sha256('{}'))", (event_id,))
-        (delivery_id,), = conn.execute(
+        # the task carries the event's commit time, as the fanout's do (the row's key)
+        (delivery_id, committed_at), = conn.execute(
             "INSERT INTO deliveries (event_id, endpoint_id, tenant, endpoint_config_version,"
-            " expires_at) VALUES (%s, %s, 'acme', 1, now() + interval '1 day')"
-            " RETURNING delivery_id", (event_id, ep)).fetchall()
+            " expires_at, committed_at) SELECT event_id, %s, 'acme', 1,"
+            " now() + interval '1 day', committed_at FROM events WHERE event_id = %s"
+            " RETURNING delivery_id, committed_at", (ep, event_id)).fetchall()
     now = datetime.now(UTC)
-    task = DeliveryTask(delivery_id, event_id, uuid.UUID(ep), "acme", TaskKind.NEW, now, now)
+    task = DeliveryTask(delivery_id, event_id, uuid.UUID(ep), "acme", TaskKind.NEW, now,
+                        committed_at)
     producer = Producer({"bootstrap.servers": stack.bootstrap})
     for _ in range(3):
         producer.produce(topics.deliveries, key=task.key, value=task.encode())

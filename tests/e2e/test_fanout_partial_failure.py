@@ -22,11 +22,16 @@ def test_fanout_killed_half_way_through_a_large_event_completes_it_after_restart
     env = pipeline_env(database_url=db_url, bootstrap=stack.bootstrap,
                        topic_prefix=topics.prefix, fanout_max_rows_per_statement="1000")
     event = envelope("big", "invoice.paid")
-    # Half way, deterministically: the statement creating the rows of the 5,001st
-    # endpoint needs a KEY SHARE lock on that endpoint row (the foreign key), and we
-    # hold FOR UPDATE on it, so the fanout stops there with 5,000 rows committed.
+    # Half way, deterministically: an open transaction of ours has inserted the delivery
+    # row of the 5,001st endpoint (same event, endpoint and commit time), so the
+    # statement creating that row waits on the unique key until we end ours, and the
+    # fanout stops there with 5,000 rows committed. (Rolled back when we close, so the
+    # row is the second pass's to create.)
     blocker = psycopg.connect(db_url)
-    blocker.execute("SELECT 1 FROM endpoints WHERE id = %s FOR UPDATE", (endpoints[5000],))
+    blocker.execute(
+        "INSERT INTO deliveries (event_id, endpoint_id, tenant, endpoint_config_version,"
+        " expires_at, committed_at) VALUES (%s, %s, 'big', 1, now(), %s)",
+        (event.event_id, endpoints[5000], event.committed_at))
     first = ServiceProcess("fanout", env, log_dir / "fanout-1.log").start()
     try:
         first.wait_healthy()

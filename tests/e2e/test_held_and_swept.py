@@ -104,8 +104,9 @@ def test_a_pending_delivery_without_a_task_is_swept(
                              event_types=["*"], allow_insecure=True)
         receiver.add("orphan", ep.secret)
         conn.execute("""INSERT INTO deliveries (event_id, endpoint_id, tenant,
-                        endpoint_config_version, expires_at)
-                        SELECT event_id, %s, tenant, 1, now() + interval '1 day' FROM events""",
+                        endpoint_config_version, expires_at, committed_at)
+                        SELECT event_id, %s, tenant, 1, now() + interval '1 day', committed_at
+                        FROM events""",
                      (ep.endpoint_id,))
     wait_until(lambda: receiver.delivered_ids("orphan"), 30, message="swept delivery sent")
     wait_until(lambda: scalar(db_url, "SELECT count(*) FROM deliveries WHERE status ="

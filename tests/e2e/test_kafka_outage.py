@@ -73,7 +73,7 @@ def test_no_service_exits_and_every_delivery_is_delivered_after_a_long_kafka_out
     pipeline = start_pipeline(retry_base_s="2", retry_floor_s="1", retry_jitter="0",
                               circuit_failure_threshold="1000000",
                               fanout_max_backoff_s="1", relay_max_backoff_s="1")
-    endpoint = add_endpoint(db_url, receiver, "ep", "acme", behaviour=Behaviour(fail_first=1))
+    add_endpoint(db_url, receiver, "ep", "acme", behaviour=Behaviour(fail_first=1))
     fanout, dispatcher = pipeline["fanout"], pipeline["dispatcher"]
     writer = Writer(db_url)
     writer.start()
@@ -84,7 +84,9 @@ def test_no_service_exits_and_every_delivery_is_delivered_after_a_long_kafka_out
 
         blocker = psycopg.connect(db_url)
         try:
-            blocker.execute("SELECT 1 FROM endpoints WHERE id = %s FOR UPDATE", (endpoint,))
+            # The next delivery INSERT waits on this (SHARE conflicts with the INSERT's
+            # ROW EXCLUSIVE), so a batch is surely in flight when Kafka goes.
+            blocker.execute("LOCK TABLE deliveries IN SHARE MODE")
             wait_until(lambda: _fanout_waits_on_a_lock(db_url), 30,
                        message="a fanout batch in flight")
             localstack.kafka_stop()

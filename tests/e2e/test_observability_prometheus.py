@@ -97,10 +97,11 @@ def env(stack: Stack, template_db: str, tmp_path_factory: pytest.TempPathFactory
                 " now(), now(), '\\x7b7d', '\\x00')", (event,))
             conn.execute(
                 "INSERT INTO deliveries (event_id, endpoint_id, tenant, endpoint_config_version,"
-                " created_at, next_attempt_at, expires_at) VALUES (%s, %s, 'globex', 1,"
+                " created_at, next_attempt_at, expires_at, committed_at)"
+                " SELECT event_id, %s, 'globex', 1,"
                 " now() - make_interval(secs => %s), now() - make_interval(secs => %s),"
-                " now() + interval '1 day')",
-                (event, endpoints["stuck"], STUCK_AGE_S, STUCK_AGE_S))
+                " now() + interval '1 day', committed_at FROM events WHERE event_id = %s",
+                (endpoints["stuck"], STUCK_AGE_S, STUCK_AGE_S, event))
         pipeline.start()
         with psycopg.connect(db_url) as conn:
             for i in range(20):

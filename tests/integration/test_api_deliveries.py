@@ -88,10 +88,13 @@ async def test_replay_one_sets_pending_keeps_the_lease_and_enqueues_a_replay_tas
     assert key == uuid.UUID(ep["id"]).bytes
     assert (task.delivery_id, task.kind, task.lease_version, str(task.endpoint_id)) == (
         delivery_id, TaskKind.REPLAY, 5, ep["id"])
-    # The dispatcher's own claim takes it, as a manual attempt of the same delivery.
+    # The dispatcher's own claim takes it, as a manual attempt of the same delivery (by the
+    # row's full key: the replay task carries its event's commit time).
     claim = queries.load("dispatcher")["claim"]
-    claimed = query(kapi.db_url, claim, {"delivery_id": [delivery_id], "lease_version": [5],
-                                         "manual": [True], "lease_s": 30.0})
+    claimed = query(kapi.db_url, claim, {"delivery_id": [delivery_id],
+                                         "committed_at": [task.committed_at],
+                                         "lease_version": [5], "manual": [True],
+                                         "lease_s": 30.0})
     assert [r[0] for r in claimed] == [delivery_id]
     assert query(kapi.db_url, "SELECT attempt_no, manual FROM attempts WHERE delivery_id = %s"
                               " ORDER BY attempt_no", (delivery_id,)) == [(1, False), (2, True)]

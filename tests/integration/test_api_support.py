@@ -120,18 +120,23 @@ def seed_delivery(db_url: str, endpoint_id: str, tenant: str, status: str = "dea
     event_id = event_id or seed_event(db_url, tenant)
     at = created_at or datetime.now(UTC)
     with psycopg.connect(db_url) as conn:
-        (delivery_id,), = conn.execute(
+        # committed_at: the event's commit time, as the fanout copies it (the partition key)
+        (delivery_id, committed_at), = conn.execute(
             "INSERT INTO deliveries (event_id, endpoint_id, tenant, endpoint_config_version,"
-            " status, attempts, expires_at, lease_version, created_at, last_error)"
-            " VALUES (%s, %s, %s, 1, %s, %s, %s, %s, %s, %s) RETURNING delivery_id",
-            (event_id, endpoint_id, tenant, status, len(attempts), at + timedelta(days=1),
-             lease_version, at, "HTTP 500" if status != "delivered" else None)).fetchall()
+            " status, attempts, expires_at, lease_version, created_at, last_error,"
+            " committed_at)"
+            " SELECT event_id, %s, %s, 1, %s, %s, %s, %s, %s, %s, committed_at FROM events"
+            " WHERE event_id = %s RETURNING delivery_id, committed_at",
+            (endpoint_id, tenant, status, len(attempts), at + timedelta(days=1),
+             lease_version, at, "HTTP 500" if status != "delivered" else None,
+             event_id)).fetchall()
         for n, (code, outcome) in enumerate(attempts, start=1):
             conn.execute(
                 "INSERT INTO attempts (delivery_id, attempt_no, started_at, finished_at,"
-                " status_code, latency_ms, error_class, outcome)"
-                " VALUES (%s, %s, now(), now(), %s, 12.5, %s, %s)",
-                (delivery_id, n, code, None if outcome == "delivered" else "http_5xx", outcome))
+                " status_code, latency_ms, error_class, outcome, committed_at)"
+                " VALUES (%s, %s, now(), now(), %s, 12.5, %s, %s, %s)",
+                (delivery_id, n, code, None if outcome == "delivered" else "http_5xx", outcome,
+                 committed_at))
     return delivery_id
 
 

@@ -37,26 +37,35 @@ def seed_history(db_url: str, endpoint_id: str, n: int, *, status: str = "delive
                 SELECT hookstream_uuid_v7(), %(tenant)s, 'invoice.paid', 1, now(), now(),
                        '{}', sha256('{}')
                 FROM generate_series(1, %(n)s)
-                RETURNING event_id
+                RETURNING event_id, committed_at
             ), d AS (
                 INSERT INTO deliveries (event_id, endpoint_id, tenant, endpoint_config_version,
-                                        status, attempts, expires_at)
-                SELECT event_id, %(ep)s, %(tenant)s, 1, %(status)s, 1, now() + interval '1 day'
+                                        status, attempts, expires_at, committed_at)
+                SELECT event_id, %(ep)s, %(tenant)s, 1, %(status)s, 1, now() + interval '1 day',
+                       committed_at
                 FROM ev
-                RETURNING delivery_id
+                RETURNING delivery_id, committed_at
             )
-            INSERT INTO attempts (delivery_id, attempt_no, started_at, finished_at, outcome)
-            SELECT delivery_id, 1, now(), now(), 'delivered' FROM d
+            INSERT INTO attempts (delivery_id, attempt_no, started_at, finished_at, outcome,
+                                  committed_at)
+            SELECT delivery_id, 1, now(), now(), 'delivered', committed_at FROM d
         """, {"tenant": tenant, "n": n, "ep": endpoint_id, "status": status})
 
 
 def history(db_url: str, endpoint_id: str) -> tuple[int, int]:
-    """(deliveries, attempts) of the endpoint still in the tables."""
+    """(deliveries, attempts) of the endpoint still in the tables. The attempts counted
+    include any left without their delivery row: no foreign key cascades a delivery's
+    removal to its attempts any more (0014), so a delete that forgot them would leave
+    them there, and only this sees it."""
     deliveries = scalar(db_url, "SELECT count(*) FROM deliveries WHERE endpoint_id = %s",
                         (endpoint_id,))
     attempts = scalar(db_url, "SELECT count(*) FROM attempts a JOIN deliveries d"
-                              " USING (delivery_id) WHERE d.endpoint_id = %s", (endpoint_id,))
-    return deliveries, attempts
+                              " USING (delivery_id, committed_at) WHERE d.endpoint_id = %s",
+                      (endpoint_id,))
+    orphans = scalar(db_url, "SELECT count(*) FROM attempts a WHERE NOT EXISTS ("
+                             " SELECT 1 FROM deliveries d WHERE d.delivery_id = a.delivery_id"
+                             " AND d.committed_at = a.committed_at)")
+    return deliveries, attempts + orphans
 
 
 async def finished(api: ApiHarness, operation_id: str, timeout_s: float = 30.0) -> Any:
@@ -196,17 +205,19 @@ async def test_a_pending_delivery_of_a_deleted_endpoint_is_never_attempted_and_g
     with psycopg.connect(api.db_url) as conn:
         conn.execute("UPDATE deliveries SET next_attempt_at = now() - interval '1 hour'"
                      " WHERE endpoint_id = %s", (ep["id"],))
-        ids = [r[0] for r in conn.execute(
-            "SELECT delivery_id FROM deliveries WHERE endpoint_id = %s", (ep["id"],))]
+        rows = conn.execute("SELECT delivery_id, committed_at FROM deliveries"
+                            " WHERE endpoint_id = %s", (ep["id"],)).fetchall()
+    ids, committed = [r[0] for r in rows], [r[1] for r in rows]
     # Marked deleted, its operation not run yet (its owner died; a long lease).
     operation_id = await marked_by_a_dead_instance(api.db_url, ep["id"], lease_s=60)
     dispatcher, sweeper = queries.load("dispatcher"), queries.load("sweeper")
     observability = queries.load("observability")
     with psycopg.connect(api.db_url) as conn:
-        # a task already queued for it (cached "active" in a dispatcher) claims nothing
+        # a task already queued for it (cached "active" in a dispatcher) claims nothing,
+        # though it names the rows by their full key (the event's commit time)
         claimed = conn.execute(dispatcher["claim"], {
-            "delivery_id": ids, "lease_version": [0] * 3, "manual": [False] * 3,
-            "lease_s": 30.0}, binary=True).fetchall()
+            "delivery_id": ids, "committed_at": committed, "lease_version": [0] * 3,
+            "manual": [False] * 3, "lease_s": 30.0}, binary=True).fetchall()
         assert claimed == []
         # the sweeper does not hand it back, the gauges do not count it as waiting work
         swept = conn.execute(sweeper["sweep"], {"after_s": 1.0, "per_endpoint": 100,
@@ -217,7 +228,7 @@ async def test_a_pending_delivery_of_a_deleted_endpoint_is_never_attempted_and_g
         assert conn.execute(observability["worst_endpoints"], {"limit": 10}).fetchall() == []
         conn.rollback()
     assert scalar(api.db_url, "SELECT count(*) FROM attempts a JOIN deliveries d"
-                              " USING (delivery_id) WHERE d.endpoint_id = %s AND"
+                              " USING (delivery_id, committed_at) WHERE d.endpoint_id = %s AND"
                               " a.outcome = 'in_flight'", (ep["id"],)) == 0
     # ... and it does not stay pending: once the operation is taken over, it is removed.
     with psycopg.connect(api.db_url) as conn:

@@ -11,7 +11,7 @@ forever — a request the receiver saw, explained by no closed attempt."""
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -31,15 +31,17 @@ def _delivery(db_url: str) -> DeliveryTask:
             "INSERT INTO events (event_id, tenant, type, schema_version, occurred_at,"
             " committed_at, payload, payload_sha256) VALUES (%s, 'acme', 'x.y', 1,"
             " now(), now(), '\\x7b7d', '\\x00')", (event,))
+        # the task carries the event's commit time, as the fanout's do (the row's key)
         row = conn.execute(
             "INSERT INTO deliveries (event_id, endpoint_id, tenant, endpoint_config_version,"
-            " created_at, next_attempt_at, expires_at) VALUES (%s, %s, 'acme', 1, now(),"
-            " now(), now() + interval '1 day') RETURNING delivery_id",
-            (event, endpoint)).fetchone()
+            " created_at, next_attempt_at, expires_at, committed_at) SELECT event_id, %s,"
+            " 'acme', 1, now(), now(), now() + interval '1 day', committed_at FROM events"
+            " WHERE event_id = %s RETURNING delivery_id, committed_at",
+            (endpoint, event)).fetchone()
     assert row is not None
     now = datetime.now(UTC)
     return DeliveryTask(delivery_id=row[0], event_id=event, endpoint_id=endpoint,
-                        tenant="acme", kind=TaskKind.NEW, due_at=now, committed_at=now,
+                        tenant="acme", kind=TaskKind.NEW, due_at=now, committed_at=row[1],
                         lease_version=0)
 
 
@@ -72,7 +74,7 @@ async def test_a_claim_of_the_reapers_task_before_its_release_closes_the_lost_at
             reclaimed = await store.claim([DeliveryTask(
                 delivery_id=row["delivery_id"], event_id=row["event_id"],
                 endpoint_id=row["endpoint_id"], tenant=row["tenant"], kind=TaskKind.RETRY,
-                due_at=datetime.now(UTC), committed_at=datetime.now(UTC),
+                due_at=datetime.now(UTC), committed_at=row["committed_at"],
                 lease_version=row["lease_version"])])
             assert [c.attempt_no for c in reclaimed] == [2]
             return True
@@ -105,10 +107,49 @@ async def test_the_reapers_release_first_then_the_claim_closes_the_attempt_once(
         [again] = await store.claim([DeliveryTask(
             delivery_id=row["delivery_id"], event_id=row["event_id"],
             endpoint_id=row["endpoint_id"], tenant=row["tenant"], kind=TaskKind.RETRY,
-            due_at=datetime.now(UTC), committed_at=datetime.now(UTC),
+            due_at=datetime.now(UTC), committed_at=row["committed_at"],
             lease_version=row["lease_version"])])
         assert again.attempt_no == 2
         assert _attempts(db_url, task.delivery_id) == [
             (1, "lost", "worker_lost", True), (2, "in_flight", None, False)]
+    finally:
+        await store.close()
+
+
+async def test_a_task_of_a_vanished_endpoint_claims_nothing_and_leaves_the_row_alone(
+        db_url: str) -> None:
+    # No foreign key ties a delivery to its endpoint any more (0014): a fanout statement
+    # begun before an endpoint's deletion can commit a row after the endpoint row went.
+    # Its task must claim nothing — not mark the row in flight with an attempt that no
+    # request follows (the claim's result joins the endpoint, so such a claim returned
+    # no row and left the delivery to be reaped and "claimed" again, lease after lease).
+    task = _delivery(db_url)
+    with psycopg.connect(db_url) as conn:
+        conn.execute("DELETE FROM endpoints WHERE id = %s", (task.endpoint_id,))
+    store = Store(db_url, lease_s=30, keyring=development_keyring())
+    await store.open()
+    try:
+        assert await store.claim([task]) == []
+    finally:
+        await store.close()
+    assert query(db_url, "SELECT status, attempts, lease_version FROM deliveries"
+                         " WHERE delivery_id = %s", (task.delivery_id,)) == [("pending", 0, 0)]
+    assert _attempts(db_url, task.delivery_id) == []
+
+
+async def test_a_task_with_another_commit_time_claims_nothing(db_url: str) -> None:
+    # The commit time is the row's partition key: a task naming another one finds no
+    # row (dropped as stale; the sweeper re-queues the pending row with its own key).
+    task = _delivery(db_url)
+    store = Store(db_url, lease_s=30, keyring=development_keyring())
+    await store.open()
+    try:
+        wrong = DeliveryTask(
+            delivery_id=task.delivery_id, event_id=task.event_id,
+            endpoint_id=task.endpoint_id, tenant=task.tenant, kind=task.kind,
+            due_at=task.due_at, committed_at=task.committed_at.replace(microsecond=0)
+            - timedelta(seconds=1), lease_version=0)
+        assert await store.claim([wrong]) == []
+        assert [c.attempt_no for c in await store.claim([task])] == [1]
     finally:
         await store.close()

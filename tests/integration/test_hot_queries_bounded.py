@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
+import psycopg.sql
 import pytest
 
 from hookstream.api.validation import DELIVERY_STATUSES
@@ -23,7 +24,13 @@ from hookstream.io import queries
 from tests.conftest import Stack
 
 HISTORY = ("events", "deliveries", "attempts", "outbox")
-ROWS = 100_000
+# ~23 days of history, one partition a day (0014). Four times the rows of the unpartitioned
+# test: the planner prices a probe of a partitioned table as one per partition (it does
+# not count run-time pruning), so with 100 k rows, ~4 k a day, a join probing events or
+# attempts by key looked dearer to it than reading the 28 small partitions whole, which
+# no production history is small enough for.
+ROWS = 400_000
+STEP_S = 2_000_000 // ROWS  # seconds between two events
 ENDPOINTS = 50
 
 
@@ -32,8 +39,14 @@ def _ep(i: int) -> uuid.UUID:
 
 
 # A history shaped like production's: nearly every delivery delivered long ago, a handful
-# pending / in flight / dead, one attempt per delivery, the outbox mostly published.
+# pending / in flight / dead, one attempt per delivery, the outbox mostly published. The
+# history tables are partitioned by day of the event's commit time (0014), one partition
+# per day the seed covers (as the maintenance job makes them), and every delivery and
+# attempt carries its event's committed_at.
 SEED = f"""
+SELECT hookstream_history_partitions(
+    ((now() - {ROWS + 1} * interval '{STEP_S} s') AT TIME ZONE 'UTC')::date,
+    ((now() AT TIME ZONE 'UTC') + interval '4 days')::date);
 INSERT INTO tenants (id) VALUES ('acme');
 INSERT INTO endpoints (id, tenant, url)
 SELECT ('00000000-0000-0000-0000-' || lpad(to_hex(i), 12, '0'))::uuid, 'acme',
@@ -41,16 +54,17 @@ SELECT ('00000000-0000-0000-0000-' || lpad(to_hex(i), 12, '0'))::uuid, 'acme',
 FROM generate_series(1, {ENDPOINTS}) i;
 INSERT INTO events (event_id, tenant, type, schema_version, occurred_at, committed_at,
                     payload, payload_sha256)
-SELECT hookstream_uuid_v7(), 'acme', 'invoice.paid', 1, now() - i * interval '20 s',
-       now() - i * interval '20 s', '\\x00', '\\x00'
+SELECT hookstream_uuid_v7(), 'acme', 'invoice.paid', 1, now() - i * interval '{STEP_S} s',
+       now() - i * interval '{STEP_S} s', '\\x00', '\\x00'
 FROM generate_series(1, {ROWS}) i;
 INSERT INTO deliveries (event_id, endpoint_id, tenant, endpoint_config_version, status,
-                        attempts, expires_at, created_at, updated_at, next_attempt_at)
+                        attempts, expires_at, created_at, updated_at, next_attempt_at,
+                        committed_at)
 SELECT e.event_id,
        ('00000000-0000-0000-0000-'
         || lpad(to_hex(1 + (row_number() OVER () % {ENDPOINTS})::int), 12, '0'))::uuid,
        'acme', 1, 'delivered', 1, e.committed_at + interval '1 day', e.committed_at,
-       e.committed_at, e.committed_at
+       e.committed_at, e.committed_at, e.committed_at
 FROM events e;
 UPDATE deliveries SET status = 'pending', created_at = now(), next_attempt_at = now()
 WHERE delivery_id IN (SELECT delivery_id FROM deliveries ORDER BY delivery_id LIMIT 50);
@@ -60,8 +74,8 @@ WHERE delivery_id IN (SELECT delivery_id FROM deliveries WHERE status = 'deliver
 UPDATE deliveries SET status = 'dead', updated_at = now() - interval '2 h'
 WHERE delivery_id IN (SELECT delivery_id FROM deliveries WHERE status = 'delivered'
                       ORDER BY delivery_id LIMIT 30);
-INSERT INTO attempts (delivery_id, attempt_no, started_at, finished_at, outcome)
-SELECT delivery_id, 1, created_at, created_at, 'delivered' FROM deliveries;
+INSERT INTO attempts (delivery_id, attempt_no, started_at, finished_at, outcome, committed_at)
+SELECT delivery_id, 1, created_at, created_at, 'delivered', committed_at FROM deliveries;
 INSERT INTO outbox (event_id, tenant, type, payload, published_at, created_at)
 SELECT hookstream_uuid_v7(), 'acme', 'invoice.paid', '\\x00', now() - interval '2 h',
        now() - interval '2 h'
@@ -94,6 +108,8 @@ FAR = datetime(9999, 1, 1, tzinfo=UTC)
 ZERO = uuid.UUID(int=0)
 MAX = uuid.UUID(int=2**128 - 1)
 SOME = [uuid.uuid4() for _ in range(3)]
+# the rows' partition key, carried by every task (0014)
+AT = [NOW - timedelta(days=d) for d in (0, 1, 7)]
 
 # (file, query, parameters): what each service runs on its loop or per request.
 HOT: list[tuple[str, str, dict[str, Any]]] = [
@@ -104,14 +120,15 @@ HOT: list[tuple[str, str, dict[str, Any]]] = [
     ("observability", "endpoint_figures", {"ids": [str(EP)]}),
     ("observability", "endpoints_overdue", {"thresholds": [10.0, 60.0, 600.0]}),
     ("observability", "dead", {"cap": COUNT_CAP, "window_s": 900.0}),
-    ("observability", "attempts_window", {"window_s": 900.0}),
+    ("observability", "attempts_slice", {"after": None, "window_s": 900.0, "settle_s": 2.0}),
     # the relay, every round and every second
     ("relay", "claim_batch", {"limit": 500, "lease_s": 30.0, "token": 1, "lock_class": 1}),
     ("relay", "backlog", {"cap": COUNT_CAP, "head": 1000}),
     ("relay", "purge_published", {"retention_s": 3600.0, "limit": 5000}),
     # the dispatcher and its sweeper
-    ("dispatcher", "claim", {"delivery_id": SOME, "lease_version": [0, 0, 0],
-                             "manual": [False] * 3, "lease_s": 30.0}),
+    ("dispatcher", "claim", {"delivery_id": SOME, "committed_at": AT,
+                             "lease_version": [0, 0, 0], "manual": [False] * 3,
+                             "lease_s": 30.0}),
     ("dispatcher", "expired_leases", {"limit": 500}),
     ("dispatcher", "load_endpoints", {"ids": [EP]}),
     ("sweeper", "sweep", {"after_s": 60.0, "per_endpoint": 100, "limit": 1000}),
@@ -121,13 +138,16 @@ HOT: list[tuple[str, str, dict[str, Any]]] = [
         "status": ["delivered"] * 3, "started_at": [NOW.timestamp()] * 3,
         "finished_at": [NOW.timestamp()] * 3, "status_code": [200] * 3,
         "latency_ms": [5.0] * 3, "error_class": [None] * 3, "outcome": ["delivered"] * 3,
-        "excerpt": [None] * 3, "error": [None] * 3, "next_at": [None] * 3}),
-    ("dispatcher", "release_expired", {"ids": SOME, "versions": [1] * 3}),
-    ("sweeper", "postpone", {"ids": SOME, "versions": [1] * 3, "due": [NOW.timestamp()] * 3}),
-    ("sweeper", "park", {"ids": SOME, "versions": [1] * 3, "due": [NOW.timestamp()] * 3}),
+        "excerpt": [None] * 3, "error": [None] * 3, "next_at": [None] * 3,
+        "committed_at": AT}),
+    ("dispatcher", "release_expired", {"ids": SOME, "committed_at": AT, "versions": [1] * 3}),
+    ("sweeper", "postpone", {"ids": SOME, "committed_at": AT, "versions": [1] * 3,
+                             "due": [NOW.timestamp()] * 3}),
+    ("sweeper", "park", {"ids": SOME, "committed_at": AT, "versions": [1] * 3,
+                         "due": [NOW.timestamp()] * 3}),
     ("relay", "mark_published", {"ids": [1, 2, 3]}),
     # the fanout
-    ("fanout", "stored_hashes", {"ids": SOME}),
+    ("fanout", "stored_hashes", {"ids": SOME, "committed_at": AT}),
     ("fanout", "audiences", {"tenant": ["acme"], "type": ["invoice.paid"], "page": 1000}),
     ("fanout", "create_deliveries", {
         "event_id": SOME, "tenant": ["acme"] * 3, "type": ["invoice.paid"] * 3,
@@ -164,8 +184,8 @@ HOT: list[tuple[str, str, dict[str, Any]]] = [
     ("console", "dead_letters", {"before_at": FAR, "before_id": MAX, "limit": 50}),
     # an endpoint's delete operation, one batch per transaction (hookstream.api.deletion)
     ("api", "select_history_batch", {"endpoint_id": EP, "limit": 5000}),
-    ("api", "delete_history_attempts", {"ids": SOME}),
-    ("api", "delete_history_deliveries", {"ids": SOME}),
+    ("api", "delete_history_attempts", {"ids": SOME, "committed_at": AT}),
+    ("api", "delete_history_deliveries", {"ids": SOME, "committed_at": AT}),
     ("api", "remove_deleted_endpoint", {"id": EP}),
 ]
 
@@ -177,12 +197,41 @@ def _scans(node: dict[str, Any]) -> Iterator[tuple[str, str]]:
         yield from _scans(child)
 
 
+def parents(conn: psycopg.Connection[Any]) -> dict[str, str]:
+    """Each partition (table or index) of a partitioned one, by name, to its parent's
+    name: a plan names the partitions it reads (events_p20261202, attempts_p20261202_pkey,
+    events_default), and a scan of any of them is one of its parent."""
+    return dict(conn.execute(
+        "SELECT c.relname, p.relname FROM pg_inherits i"
+        " JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent"
+        " WHERE p.relkind IN ('p', 'I')").fetchall())
+
+
 def plan_scans(conn: psycopg.Connection[Any], concern: str, name: str,
                params: dict[str, Any]) -> list[tuple[str, str]]:
+    """(node type, table) of every scan in the plan, a partition's named by its parent's
+    name, except an empty partition's (the days ahead, the default partition): the
+    planner rightly reads a table without rows whole, and that costs nothing; it keeps
+    its own name (so it is no history table to whole_table_scans, and still shown)."""
     sql = queries.load(concern)[name]
     row = conn.execute("EXPLAIN (FORMAT JSON) " + sql, params).fetchone()
     assert row is not None
-    return list(_scans(row[0][0]["Plan"]))
+    parent = parents(conn)
+    empty: dict[str, bool] = {}
+
+    def table_of(table: str) -> str:
+        if table not in parent:
+            return table
+        if table not in empty:
+            empty[table] = not conn.execute(
+                sql_ident("SELECT EXISTS (SELECT FROM {})", table)).fetchone()[0]  # type: ignore[index]
+        return table if empty[table] else parent[table]
+
+    return [(kind, table_of(table)) for kind, table in _scans(row[0][0]["Plan"])]
+
+
+def sql_ident(template: str, name: str) -> psycopg.sql.Composed:
+    return psycopg.sql.SQL(template).format(psycopg.sql.Identifier(name))
 
 
 def whole_table_scans(scans: list[tuple[str, str]]) -> list[str]:
@@ -206,7 +255,7 @@ NEEDS: list[tuple[tuple[str, ...], str, str]] = [
     (("outbox_pending",), "relay", "backlog"),
     (("outbox_published_at",), "relay", "purge_published"),
     (("deliveries_endpoint_status", "deliveries_due"), "api", "endpoint_health"),
-    (("attempts_started_at",), "observability", "attempts_window"),
+    (("attempts_started_at",), "observability", "attempts_slice"),
     (("deliveries_endpoint_status",), "api", "select_history_batch"),
 ]
 
@@ -252,11 +301,30 @@ def _indexes(node: dict[str, Any]) -> Iterator[str]:
 
 def test_the_health_route_reads_only_its_endpoints_attempts(history_url: str) -> None:
     """Not the fleet's attempts of the window (attempts_started_at), however the planner
-    weighs them: the endpoint's deliveries first, then each one's attempts."""
+    weighs them: the endpoint's deliveries first, then each one's attempts.
+
+    Partitioned (0014), the plan holds one attempts scan per day partition, each chosen
+    on that partition's statistics, and run-time pruning runs only the one of each
+    delivery's day. A partition with no attempt started in the window may be probed by
+    attempts_started_at (an empty range of it costs nothing); every partition holding
+    attempts of the window must be read by its primary key, never by that range."""
     params = next(p for c, n, p in HOT if (c, n) == ("api", "endpoint_health"))
     with psycopg.connect(history_url) as conn:
         row = conn.execute("EXPLAIN (FORMAT JSON) " + queries.load("api")["endpoint_health"],
                            params).fetchone()
+        parent = parents(conn)
+        table_of: dict[str, str] = dict(conn.execute(
+            "SELECT i.relname, t.relname FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid"
+            " JOIN pg_class t ON t.oid = x.indrelid").fetchall())
+        windowed = {t for (t,) in conn.execute(
+            "SELECT DISTINCT tableoid::regclass::text FROM attempts WHERE started_at >= %s",
+            (params["window_start"],))}
     assert row is not None
+    assert windowed, "the seed has attempts in the window"
     used = set(_indexes(row[0][0]["Plan"]))
-    assert "attempts_pkey" in used and "attempts_started_at" not in used, used
+    # the indexes read on the partitions holding the window's attempts, by their parent's
+    # name (the partitions' are attempts_p20261202_pkey, ...)
+    on_windowed = {parent.get(index, index) for index in used if table_of[index] in windowed}
+    assert on_windowed == {"attempts_pkey"}, (windowed, sorted(used))
+    # ... and each of those partitions is read at all (by its primary key)
+    assert windowed <= {table_of[index] for index in used}, (windowed, sorted(used))

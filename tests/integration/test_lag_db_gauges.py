@@ -34,10 +34,12 @@ def _delivery(conn: psycopg.Connection, endpoint: str, *, age_s: float,
         " '\\x7b7d', '\\x00')", (event,))
     row = conn.execute(
         "INSERT INTO deliveries (event_id, endpoint_id, tenant, endpoint_config_version, status,"
-        " attempts, created_at, next_attempt_at, expires_at) VALUES (%s, %s, 'acme', 1, %s, %s,"
+        " attempts, created_at, next_attempt_at, expires_at, committed_at)"
+        " SELECT event_id, %s, 'acme', 1, %s, %s,"
         " now() - make_interval(secs => %s), now() - make_interval(secs => %s),"
-        " now() + interval '1 day') RETURNING delivery_id",
-        (event, endpoint, status, attempts, age_s, age_s)).fetchone()
+        " now() + interval '1 day', committed_at FROM events WHERE event_id = %s"
+        " RETURNING delivery_id",
+        (endpoint, status, attempts, age_s, age_s, event)).fetchone()
     assert row
     return str(row[0])
 
@@ -45,9 +47,10 @@ def _delivery(conn: psycopg.Connection, endpoint: str, *, age_s: float,
 def _attempt(conn: psycopg.Connection, delivery: str, no: int, *, ago_s: float = 5,
              manual: bool = False) -> None:
     conn.execute(
-        "INSERT INTO attempts (delivery_id, attempt_no, started_at, finished_at, outcome, manual)"
-        " VALUES (%s, %s, now() - make_interval(secs => %s), now(), 'retry', %s)",
-        (delivery, no, ago_s, manual))
+        "INSERT INTO attempts (delivery_id, attempt_no, started_at, finished_at, outcome, manual,"
+        " committed_at) SELECT delivery_id, %s, now() - make_interval(secs => %s), now(),"
+        " 'retry', %s, committed_at FROM deliveries WHERE delivery_id = %s",
+        (no, ago_s, manual, delivery))
 
 
 def test_delivery_gauges_from_the_database(db_url: str) -> None:
@@ -152,3 +155,31 @@ def test_an_endpoint_that_recovers_keeps_its_series_at_zero(db_url: str) -> None
         source.close()
     assert slow in again
     assert (again[slow].pending, again[slow].oldest_age_s) == (0, 0.0)
+
+
+def test_the_attempts_window_is_read_once_per_slice_and_never_counted_twice(
+        db_url: str) -> None:
+    with psycopg.connect(db_url) as conn:
+        done = _endpoint(conn)
+        a = _delivery(conn, done, age_s=60, status="delivered", attempts=2)
+        _attempt(conn, a, 1, ago_s=30)
+        _attempt(conn, a, 2, ago_s=20)
+        _attempt(conn, a, 3, ago_s=1_000)  # before the 900-s window
+    # settle 0: a slice ends at the database's now(), so the rows below, written after
+    # a sample, are past its end whatever the two clocks say
+    source = DeliveryStatsSource(db_url, top_n=10, window_s=900, settle_s=0)
+    try:
+        first = source.sample()
+        assert (first.automatic_attempts, first.attempted_deliveries) == (2, 1)
+        again = source.sample()  # nothing new: the same totals, not twice them
+        assert (again.automatic_attempts, again.attempted_deliveries) == (2, 1)
+        with psycopg.connect(db_url) as conn:
+            b = _delivery(conn, done, age_s=5, status="delivered", attempts=1)
+            _attempt(conn, b, 1, ago_s=0)
+            _attempt(conn, b, 2, ago_s=0, manual=True)
+        later = source.sample()
+        assert (later.automatic_attempts, later.manual_attempts,
+                later.attempted_deliveries) == (3, 1, 2)
+        assert later.retry_amplification == 1.5
+    finally:
+        source.close()

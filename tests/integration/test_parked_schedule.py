@@ -29,15 +29,17 @@ def _deliveries(db_url: str, endpoint: uuid.UUID, n: int) -> list[DeliveryTask]:
                 "INSERT INTO events (event_id, tenant, type, schema_version, occurred_at,"
                 " committed_at, payload, payload_sha256) VALUES (%s, 'acme', 'x.y', 1,"
                 " now(), now(), '\\x7b7d', '\\x00')", (event,))
+            # the task carries the event's commit time, as the fanout's do (the row's key)
             delivery = conn.execute(
                 "INSERT INTO deliveries (event_id, endpoint_id, tenant, endpoint_config_version,"
-                " created_at, next_attempt_at, expires_at) VALUES (%s, %s, 'acme', 1, now(),"
-                " now(), now() + interval '1 day') RETURNING delivery_id",
-                (event, endpoint)).fetchone()
+                " created_at, next_attempt_at, expires_at, committed_at) SELECT event_id, %s,"
+                " 'acme', 1, now(), now(), now() + interval '1 day', committed_at FROM events"
+                " WHERE event_id = %s RETURNING delivery_id, committed_at",
+                (endpoint, event)).fetchone()
             assert delivery is not None
             tasks.append(DeliveryTask(
                 delivery_id=delivery[0], event_id=event, endpoint_id=endpoint, tenant="acme",
-                kind=TaskKind.NEW, due_at=datetime.now(UTC), committed_at=datetime.now(UTC),
+                kind=TaskKind.NEW, due_at=datetime.now(UTC), committed_at=delivery[1],
                 lease_version=0))
     return tasks
 

@@ -93,17 +93,19 @@ def _delivery(conn: Conn, event: uuid.UUID, endpoint: uuid.UUID, tenant: str,
         ][i % 6]
     (d,) = conn.execute(
         "INSERT INTO deliveries (event_id, endpoint_id, tenant, endpoint_config_version,"
-        " status, attempts, next_attempt_at, expires_at, created_at, delivered_at)"
-        " VALUES (%s, %s, %s, 1, %s, %s, %s, %s, %s, %s) RETURNING delivery_id",
+        " status, attempts, next_attempt_at, expires_at, created_at, delivered_at,"
+        " committed_at) VALUES (%s, %s, %s, 1, %s, %s, %s, %s, %s, %s, %s)"
+        " RETURNING delivery_id",
         (event, endpoint, tenant, status, len(outcomes), next_at,
          committed + timedelta(days=1), committed,
-         committed if status == "delivered" else None)).fetchone()  # type: ignore[misc]
+         committed if status == "delivered" else None,
+         committed)).fetchone()  # type: ignore[misc]
     for n, outcome in enumerate(outcomes, 1):
         conn.execute(
             "INSERT INTO attempts (delivery_id, attempt_no, started_at, finished_at,"
-            " status_code, outcome) VALUES (%s, %s, %s, %s, %s, %s)",
+            " status_code, outcome, committed_at) VALUES (%s, %s, %s, %s, %s, %s, %s)",
             (d, n, committed + timedelta(seconds=n), committed + timedelta(seconds=n),
-             200 if outcome == "delivered" else 500, outcome))
+             200 if outcome == "delivered" else 500, outcome, committed))
     return d
 
 
@@ -141,6 +143,8 @@ def _missing_delivery(conn: Conn, h: History) -> str:
     # a prefix-wildcard subscription whose row the fanout "forgot"
     ev = next(e for e, name in h.deliveries if name == "acme-invoices")
     d = h.deliveries[(ev, "acme-invoices")]
+    # with its attempts, as ON DELETE CASCADE did before the history was partitioned (0014)
+    conn.execute("DELETE FROM attempts WHERE delivery_id = %s", (d,))
     conn.execute("DELETE FROM deliveries WHERE delivery_id = %s", (d,))
     return f"{ev}/{h.endpoints['acme-invoices']}"
 
@@ -163,9 +167,10 @@ def _stuck_in_flight(conn: Conn, h: History) -> str:
     # claimed by a worker that died; the reaper never released it
     conn.execute("UPDATE deliveries SET status = 'in_flight', attempts = attempts + 1,"
                  " lease_expires_at = now() - interval '1 hour' WHERE delivery_id = %s", (d,))
-    conn.execute("INSERT INTO attempts (delivery_id, attempt_no, started_at, outcome)"
-                 " SELECT delivery_id, attempts, now() - interval '61 minutes', 'in_flight'"
-                 " FROM deliveries WHERE delivery_id = %s", (d,))
+    conn.execute("INSERT INTO attempts (delivery_id, attempt_no, started_at, outcome,"
+                 " committed_at)"
+                 " SELECT delivery_id, attempts, now() - interval '61 minutes', 'in_flight',"
+                 " committed_at FROM deliveries WHERE delivery_id = %s", (d,))
     return str(d)
 
 

@@ -53,11 +53,12 @@ def _park_due(db_url: str, endpoints: list[uuid.UUID]) -> None:
                 "WITH ev AS (INSERT INTO events (event_id, tenant, type, schema_version,"
                 " occurred_at, committed_at, payload, payload_sha256)"
                 " SELECT gen_random_uuid(), 'acme', 'x.y', 1, now(), now(), '\\x7b7d', '\\x00'"
-                " FROM generate_series(1, %s) RETURNING event_id)"
+                " FROM generate_series(1, %s) RETURNING event_id, committed_at)"
                 " INSERT INTO deliveries (event_id, endpoint_id, tenant, endpoint_config_version,"
-                " created_at, next_attempt_at, expires_at, parked)"
+                " created_at, next_attempt_at, expires_at, parked, committed_at)"
                 " SELECT event_id, %s, 'acme', 1, now(), now() - interval '1 second',"
-                " now() + interval '1 day', true FROM ev", (PER_ENDPOINT, endpoint))
+                " now() + interval '1 day', true, committed_at FROM ev",
+                (PER_ENDPOINT, endpoint))
 
 
 class Sweeper:

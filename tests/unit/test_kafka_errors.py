@@ -23,6 +23,9 @@ from hookstream.io.kafka import (
     (KafkaError(KafkaError._MAX_POLL_EXCEEDED), KafkaTransient),
     (KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART), KafkaTransient),
     (KafkaError(KafkaError._FATAL, "fenced", fatal=True), KafkaPermanent),
+    # librdkafka reports some fatal conditions by the code alone, the flag unset: the
+    # code decides (_CONSUMER_PERMANENT), or the consumer would be retried forever
+    (KafkaError(KafkaError._FATAL, "fatal by code only"), KafkaPermanent),
     (KafkaError(KafkaError.FENCED_INSTANCE_ID, fatal=True), KafkaPermanent),
     (KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED), KafkaPermanent),
     (KafkaError(KafkaError._STATE), KafkaPermanent),

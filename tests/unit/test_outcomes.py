@@ -43,7 +43,7 @@ def _finished(parts: Parts, finished_at: float, retry_in_s: float | None) -> Fin
     r = row()
     (item,) = parts.read([task(r.id)])
     claim = Claim(item.task.delivery_id, 1, 1, r.id, uuid.uuid4(), "acme", "http://x",
-                  b"{}", [], False, finished_at + 86_400)
+                  b"{}", [], False, finished_at + 86_400, item.task.committed_at)
     due = None if retry_in_s is None else finished_at + retry_in_s
     status = RowStatus.DELIVERED if due is None else RowStatus.PENDING
     record = AttemptRecord(claim, status.value, finished_at, finished_at, 200, 1.0, None,

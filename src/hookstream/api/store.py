@@ -165,12 +165,13 @@ async def create_delete_operation(conn: Conn, *, tenant: str, endpoint_id: uuid.
 async def delete_history_batch(conn: Conn, endpoint_id: uuid.UUID, limit: int) -> int:
     """Remove up to ``limit`` of a deleted endpoint's deliveries with their attempts, in
     the caller's transaction; returns how many deliveries went."""
-    ids = [r["delivery_id"] for r in await _all(conn, "select_history_batch", {
-        "endpoint_id": endpoint_id, "limit": limit})]
-    if ids:
-        await conn.execute(Q["delete_history_attempts"], {"ids": ids})
-        await conn.execute(Q["delete_history_deliveries"], {"ids": ids})
-    return len(ids)
+    rows = await _all(conn, "select_history_batch", {"endpoint_id": endpoint_id, "limit": limit})
+    if rows:
+        keys = {"ids": [r["delivery_id"] for r in rows],
+                "committed_at": [r["committed_at"] for r in rows]}
+        await conn.execute(Q["delete_history_attempts"], keys)
+        await conn.execute(Q["delete_history_deliveries"], keys)
+    return len(rows)
 
 
 async def history_remains(conn: Conn, endpoint_id: uuid.UUID) -> bool:

@@ -50,12 +50,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     from hookstream.api import cli as bootstrap
     from hookstream.api.commands import register as register_api_commands
-    from hookstream.cli import provision, secrets, services, stack
+    from hookstream.cli import history, provision, secrets, services, stack
     from hookstream.ops.reconcile import register as register_reconcile
 
     services.register(sub)
     provision.register(sub)
     secrets.register(sub)
+    history.register(sub)
     stack.register(sub)
     demo = sub.add_parser(
         "demo", help="the pipeline end to end on the local stack, verified",

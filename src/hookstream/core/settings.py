@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from hookstream.core.group import PROTOCOLS, Membership
 from hookstream.core.secretbox import Keyring, parse_keyring
+from hookstream.policy.retention import MIN_HISTORY_DAYS
 
 T = TypeVar("T")
 
@@ -242,6 +243,12 @@ class CommonSettings:
     kafka_heartbeat_interval_ms: int = env_field(
         "KAFKA_HEARTBEAT_INTERVAL_MS", 500, pos_int, "how often members heartbeat")
     http_host: str = env_field("HTTP_HOST", "127.0.0.1", doc="address of /metrics and /healthz")
+    # Read by the API (how far back it lists) and by the relay's history maintenance
+    # (hookstream.ops.retention), which drops whole days past it.
+    history_days: int = env_field(
+        "HISTORY_DAYS", 30, pos_int,
+        "days of events, deliveries and attempts kept (whole days are dropped past it; "
+        "at least 2: retries run for 24 h)")
     log_level: str = env_field("LOG_LEVEL", "INFO")
     log_format: str = env_field("LOG_FORMAT", "json", doc="json or text")
     # Observability (hookstream.ops.lag, hookstream.ops.db_metrics): sampled in the background,
@@ -279,6 +286,10 @@ class CommonSettings:
 
     def __post_init__(self) -> None:
         self.membership  # noqa: B018 - validates the three together (raises ValueError)
+        if self.history_days < MIN_HISTORY_DAYS:
+            raise ValueError(
+                f"HOOKSTREAM_HISTORY_DAYS must be at least {MIN_HISTORY_DAYS} (retries run for "
+                f"24 h after an event's commit), not {self.history_days}")
         if self.topic_min_insync_replicas > self.topic_replication_factor:
             # Kafka accepts this and then refuses every acks=all write: fail at start instead.
             raise ValueError(
@@ -324,6 +335,11 @@ class RelaySettings(CommonSettings):
     purge_interval_s: float = env_field(
         "RELAY_PURGE_INTERVAL_S", 60.0, pos_float, "how often published rows are purged"
     )
+    history_maintain_interval_s: float = env_field(
+        "HISTORY_MAINTAIN_INTERVAL_S", 600.0, pos_float,
+        "how often the relay makes the history's day partitions ahead and drops expired days")
+    history_days_ahead: int = env_field(
+        "HISTORY_DAYS_AHEAD", 3, pos_int, "day partitions made ahead of today")
 
 
 @dataclass(frozen=True)
@@ -442,8 +458,6 @@ class ApiSettings(CommonSettings):
     allow_private_targets: bool = env_field(
         "ALLOW_PRIVATE_TARGETS", False, _parse_bool,
         "development only: accept http:// and loopback/private endpoint URLs")
-    history_days: int = env_field(
-        "HISTORY_DAYS", 30, pos_int, "how far back events and deliveries can be queried")
     secret_keys: Keyring = env_field(
         "SECRET_KEYS", Keyring(), parse_keyring,
         "keys sealing endpoint signing secrets at rest: id:base64(32 bytes)[,id:key...], "

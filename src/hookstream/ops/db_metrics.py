@@ -27,6 +27,7 @@ from psycopg.rows import dict_row
 
 from hookstream.core.counts import COUNT_CAP
 from hookstream.core.endpoint_series import EndpointTracker, Ranked
+from hookstream.core.window_totals import Slice, WindowTotals
 from hookstream.io import queries
 from hookstream.io.pg import DatabaseUnavailable
 from hookstream.ops.sampling import BackgroundSampler, SampledCollector
@@ -169,12 +170,12 @@ def delivery_families(stats: DeliveryStats, _now: float) -> Iterator[Metric]:
     attempts.add_metric(["true"], float(stats.manual_attempts))
     attempted = GaugeMetricFamily(
         "hookstream_deliveries_attempted_in_window",
-        "Distinct deliveries with an automatic attempt within the window",
+        "Deliveries whose first automatic attempt was within the window",
         value=float(stats.attempted_deliveries))
     amplification = GaugeMetricFamily(
         "hookstream_retry_amplification_ratio",
-        "Automatic attempts per delivery attempted within the window (1 = no retries; "
-        "0 = no attempts)", value=stats.retry_amplification)
+        "Automatic attempts per delivery first attempted within the window (1 = no "
+        "retries; 0 = no attempts)", value=stats.retry_amplification)
     yield from (window, attempts, attempted, amplification)
 
 
@@ -183,12 +184,15 @@ class DeliveryStatsSource:
 
     def __init__(self, database_url: str, *, top_n: int = DEFAULT_TOP_N, window_s: float = 900.0,
                  statement_timeout_ms: int = 5000, clock: Callable[[], float] = time.time,
-                 ) -> None:
+                 settle_s: float = 2.0) -> None:
         self.database_url = database_url
         self.top_n = top_n
         self.tracker = EndpointTracker(slots=top_n)
         self._clock = clock
         self.window_s = window_s
+        # The attempts window is summed from slices, each read once (window_totals.py).
+        self._attempts = WindowTotals()
+        self.settle_s = settle_s
         self.statement_timeout_ms = statement_timeout_ms
         self._q = queries.load("observability")
         self._conn: psycopg.Connection[dict[str, Any]] | None = None
@@ -231,16 +235,21 @@ class DeliveryStatsSource:
             statuses = {r["status"]: r["endpoints"]
                         for r in conn.execute(q["endpoints_by_status"])}
             circuits = conn.execute(q["circuits"]).fetchone()
-            window = conn.execute(q["attempts_window"], {"window_s": self.window_s}).fetchone()
+            window = conn.execute(q["attempts_slice"], {
+                "after": self._attempts.upto,
+                "window_s": self.window_s, "settle_s": self.settle_s}).fetchone()
         assert flight and dead and circuits and window  # aggregates always return a row
+        self._attempts.add(Slice(window["upto"], window["automatic"], window["manual"],
+                                 window["first"]))
+        automatic, manual, first = self._attempts.totals(self.window_s)
         return DeliveryStats(
             pending=pending, in_flight=flight["rows"], lease_expired=flight["lease_expired"],
             worst=worst, endpoints_overdue=overdue, dead=dead["rows"],
             endpoints_by_status=statuses, circuits_open=circuits["open"],
             circuits_failing=circuits["failing"],
             circuit_longest_open_s=circuits["longest_open_s"], window_s=self.window_s,
-            automatic_attempts=window["automatic"], manual_attempts=window["manual"],
-            attempted_deliveries=window["deliveries"], dead_in_window=dead["in_window"])
+            automatic_attempts=automatic, manual_attempts=manual,
+            attempted_deliveries=first, dead_in_window=dead["in_window"])
 
 
     def _tracked(self, conn: psycopg.Connection[dict[str, Any]]) -> tuple[EndpointStats, ...]:

@@ -150,7 +150,7 @@ WHERE id = %(id)s AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
 -- leading endpoint_id of deliveries_endpoint_status bounds it. SKIP LOCKED: a row another
 -- transaction holds (a dispatcher writing a late outcome, a replay batch) is left for a
 -- later batch, so the job never waits behind anyone's lock nor deadlocks with them.
-SELECT delivery_id FROM deliveries
+SELECT delivery_id, committed_at FROM deliveries
 WHERE endpoint_id = %(endpoint_id)s
 LIMIT %(limit)s
 FOR UPDATE SKIP LOCKED
@@ -161,12 +161,16 @@ FOR UPDATE SKIP LOCKED
 SELECT EXISTS (SELECT 1 FROM deliveries WHERE endpoint_id = %(endpoint_id)s) AS remains
 
 -- name: delete_history_attempts
--- Explicitly, not through ON DELETE CASCADE: the history tables are to lose their
--- cascading foreign keys (partitioned by time, issue #14), and this stays correct then.
-DELETE FROM attempts WHERE delivery_id = ANY(%(ids)s::uuid[])
+-- Explicitly: the partitioned history has no cascading foreign keys (0014). Each row by
+-- its full key, so each probe is one partition's index, not every partition's.
+DELETE FROM attempts a
+USING unnest(%(ids)s::uuid[], %(committed_at)s::timestamptz[]) AS x(id, committed_at)
+WHERE a.delivery_id = x.id AND a.committed_at = x.committed_at
 
 -- name: delete_history_deliveries
-DELETE FROM deliveries WHERE delivery_id = ANY(%(ids)s::uuid[])
+DELETE FROM deliveries d
+USING unnest(%(ids)s::uuid[], %(committed_at)s::timestamptz[]) AS x(id, committed_at)
+WHERE d.delivery_id = x.id AND d.committed_at = x.committed_at
 
 -- name: remove_deleted_endpoint
 -- The last step, once no delivery refers to it: the row and (ON DELETE CASCADE) its
@@ -212,7 +216,7 @@ RETURNING version, created_at, expires_at
 -- primary key, so the work is this endpoint's window, never the whole fleet's attempts
 -- in it (which attempts_started_at would give the planner as an alternative).
 WITH recent AS MATERIALIZED (
-    SELECT delivery_id FROM deliveries
+    SELECT delivery_id, committed_at FROM deliveries
     WHERE endpoint_id = %(id)s AND status = ANY(%(all_statuses)s)
       AND created_at >= %(window_start)s
 )
@@ -240,7 +244,8 @@ FROM (
     -- delivery test database), work that grows with the whole fleet, not the endpoint.
     CROSS JOIN LATERAL (
         SELECT a.outcome, a.finished_at FROM attempts a
-        WHERE a.delivery_id = recent.delivery_id AND a.started_at >= %(window_start)s
+        WHERE a.delivery_id = recent.delivery_id AND a.committed_at = recent.committed_at
+          AND a.started_at >= %(window_start)s
         OFFSET 0
     ) a
 ) r
@@ -248,7 +253,7 @@ FROM (
 -- name: last_error
 SELECT a.delivery_id, a.attempt_no, a.finished_at, a.status_code, a.error_class,
        a.outcome, d.last_error AS message
-FROM deliveries d JOIN attempts a USING (delivery_id)
+FROM deliveries d JOIN attempts a USING (delivery_id, committed_at)
 WHERE d.endpoint_id = %(id)s AND d.status = ANY(%(all_statuses)s)
   AND d.created_at >= %(window_start)s
   AND a.finished_at IS NOT NULL AND a.outcome <> 'delivered'
@@ -257,12 +262,15 @@ LIMIT 1
 
 -- name: list_deliveries
 -- Newest first. Without an endpoint id, every endpoint of the tenant: each one is an
--- index range of deliveries_endpoint_status.
+-- index range of deliveries_endpoint_status. The page is chosen first and only its rows
+-- look up their event (by its full key, one partition each): joined before the LIMIT,
+-- the planner misjudges the join on the partitioned events (committed_at follows from
+-- event_id, which it cannot know) and hashes whole partitions of it.
+WITH page AS MATERIALIZED (
 SELECT d.delivery_id, d.event_id, d.endpoint_id, d.tenant, d.endpoint_config_version,
        d.status, d.attempts, d.next_attempt_at, d.expires_at, d.last_error, d.created_at,
-       d.updated_at, d.delivered_at, ev.type AS event_type
+       d.updated_at, d.delivered_at, d.committed_at
 FROM deliveries d
-JOIN events ev ON ev.event_id = d.event_id
 WHERE d.endpoint_id IN (
         SELECT id FROM endpoints
         WHERE (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
@@ -274,13 +282,21 @@ WHERE d.endpoint_id IN (
   AND (d.created_at, d.delivery_id) < (%(before_at)s::timestamptz, %(before_id)s::uuid)
 ORDER BY d.created_at DESC, d.delivery_id DESC
 LIMIT %(limit)s
+)
+SELECT p.delivery_id, p.event_id, p.endpoint_id, p.tenant, p.endpoint_config_version,
+       p.status, p.attempts, p.next_attempt_at, p.expires_at, p.last_error, p.created_at,
+       p.updated_at, p.delivered_at, ev.type AS event_type
+FROM page p
+CROSS JOIN LATERAL (SELECT e.type FROM events e
+                    WHERE e.event_id = p.event_id AND e.committed_at = p.committed_at) ev
+ORDER BY p.created_at DESC, p.delivery_id DESC
 
 -- name: get_delivery
 SELECT d.delivery_id, d.event_id, d.endpoint_id, d.tenant, d.endpoint_config_version,
        d.status, d.attempts, d.next_attempt_at, d.expires_at, d.last_error, d.created_at,
        d.updated_at, d.delivered_at, ev.type AS event_type
 FROM deliveries d
-JOIN events ev ON ev.event_id = d.event_id
+JOIN events ev ON ev.event_id = d.event_id AND ev.committed_at = d.committed_at
 -- a deleted endpoint's deliveries are gone for the API with it, before their removal
 JOIN endpoints ep ON ep.id = d.endpoint_id AND ep.status <> 'deleted'
 WHERE d.delivery_id = %(id)s AND (%(tenant)s::text IS NULL OR d.tenant = %(tenant)s)
@@ -302,13 +318,13 @@ FOR UPDATE OF d
 -- name: mark_pending
 -- A replay is a new attempt of the same delivery: back to pending with the lease
 -- version unchanged, so the task produced with that version claims it like any other.
+-- committed_at: the event's, copied onto the row (0014); the task carries it.
 UPDATE deliveries d
 SET status = 'pending', next_attempt_at = now(), lease_expires_at = NULL, updated_at = now()
-FROM events ev
-WHERE d.delivery_id = ANY(%(ids)s) AND ev.event_id = d.event_id
+WHERE d.delivery_id = ANY(%(ids)s)
   AND d.status = ANY(%(from_statuses)s)
 RETURNING d.delivery_id, d.event_id, d.endpoint_id, d.tenant, d.lease_version,
-          ev.committed_at
+          d.committed_at
 
 -- name: count_replay_batch
 SELECT count(*) AS n FROM deliveries

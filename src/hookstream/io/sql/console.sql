@@ -16,16 +16,24 @@ ON CONFLICT (id) DO NOTHING
 SELECT tenant FROM api_keys WHERE id = %(id)s AND revoked_at IS NULL
 
 -- name: dead_letters
--- Newest first (by when they died), keyset-paginated on deliveries_dead.
-SELECT d.delivery_id, d.event_id, d.endpoint_id, d.tenant, d.attempts, d.last_error,
-       d.created_at, d.updated_at, ev.type AS event_type, ep.url AS endpoint_url
-FROM deliveries d
-JOIN events ev ON ev.event_id = d.event_id
-JOIN endpoints ep ON ep.id = d.endpoint_id AND ep.status <> 'deleted'
-WHERE d.status = 'dead'
-  AND (d.updated_at, d.delivery_id) < (%(before_at)s::timestamptz, %(before_id)s::uuid)
-ORDER BY d.updated_at DESC, d.delivery_id DESC
-LIMIT %(limit)s
+-- Newest first (by when they died), keyset-paginated on deliveries_dead. The page first,
+-- then each of its rows' event by its full key (see api.sql list_deliveries for why).
+WITH page AS MATERIALIZED (
+    SELECT d.delivery_id, d.event_id, d.endpoint_id, d.tenant, d.attempts, d.last_error,
+           d.created_at, d.updated_at, d.committed_at, ep.url AS endpoint_url
+    FROM deliveries d
+    JOIN endpoints ep ON ep.id = d.endpoint_id AND ep.status <> 'deleted'
+    WHERE d.status = 'dead'
+      AND (d.updated_at, d.delivery_id) < (%(before_at)s::timestamptz, %(before_id)s::uuid)
+    ORDER BY d.updated_at DESC, d.delivery_id DESC
+    LIMIT %(limit)s
+)
+SELECT p.delivery_id, p.event_id, p.endpoint_id, p.tenant, p.attempts, p.last_error,
+       p.created_at, p.updated_at, ev.type AS event_type, p.endpoint_url
+FROM page p
+CROSS JOIN LATERAL (SELECT e.type FROM events e
+                    WHERE e.event_id = p.event_id AND e.committed_at = p.committed_at) ev
+ORDER BY p.updated_at DESC, p.delivery_id DESC
 
 -- name: quarantined_outbox
 -- Newest first, keyset-paginated on outbox_quarantined_by_id; the payload is cut to an

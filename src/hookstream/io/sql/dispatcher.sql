@@ -6,9 +6,14 @@
 -- The attempt row is written now, before the POST, so every request a receiver ever
 -- sees has an attempt row (an attempt cut short by a crash is closed by reap, or by
 -- the claim that takes its expired lease over: see abandoned).
+-- Every row is found by (delivery_id, committed_at), the task's event commit time being
+-- the partition key (0014): run-time pruning probes one partition per task, not all. A
+-- task whose committed_at is wrong claims nothing and is dropped as stale; its row,
+-- still pending, is the sweeper's (it re-queues it with the row's own key).
 WITH task AS (
-    SELECT * FROM unnest(%(delivery_id)b::uuid[], %(lease_version)b::int[], %(manual)b::bool[])
-        AS t(delivery_id, lease_version, manual)
+    SELECT * FROM unnest(%(delivery_id)b::uuid[], %(committed_at)b::timestamptz[],
+                         %(lease_version)b::int[], %(manual)b::bool[])
+        AS t(delivery_id, committed_at, lease_version, manual)
 ),
 claimed AS (
     UPDATE deliveries d
@@ -19,21 +24,24 @@ claimed AS (
         lease_expires_at = now() + make_interval(secs => %(lease_s)s),
         updated_at = now()
     FROM task
-    WHERE d.delivery_id = task.delivery_id
+    WHERE d.delivery_id = task.delivery_id AND d.committed_at = task.committed_at
       AND d.lease_version = task.lease_version
       AND (d.status = 'pending' OR (d.status = 'in_flight' AND d.lease_expires_at < now()))
       -- A deleted endpoint is never called again, even by a dispatcher whose cached
       -- endpoint state still says active (its refresh comes later): one primary-key
       -- probe of the small endpoints table per claimed row. The task then claims nothing
-      -- and is dropped as stale; its row goes with the endpoint's delete operation.
-      AND NOT EXISTS (SELECT 1 FROM endpoints gone
-                      WHERE gone.id = d.endpoint_id AND gone.status = 'deleted')
+      -- and is dropped as stale; its row goes with the endpoint's delete operation. The
+      -- row must exist too: with no foreign key (0014), a fanout statement that began
+      -- before the deletion can commit a row after the operation removed the endpoint;
+      -- such a row is never claimed (and holds no day of history: ops/retention.py).
+      AND EXISTS (SELECT 1 FROM endpoints live
+                  WHERE live.id = d.endpoint_id AND live.status <> 'deleted')
     RETURNING d.delivery_id, d.event_id, d.endpoint_id, d.lease_version, d.attempts,
-              d.expires_at, task.manual
+              d.expires_at, task.manual, d.committed_at
 ),
 started AS (
-    INSERT INTO attempts (delivery_id, attempt_no, started_at, outcome, manual)
-    SELECT delivery_id, attempts, now(), 'in_flight', manual FROM claimed
+    INSERT INTO attempts (delivery_id, attempt_no, started_at, outcome, manual, committed_at)
+    SELECT delivery_id, attempts, now(), 'in_flight', manual, committed_at FROM claimed
 ),
 -- A claim of an expired lease (the reaper's task can arrive before the reaper releases
 -- the row) closes the dead worker's attempt here, as release_expired would have: no
@@ -44,14 +52,14 @@ abandoned AS (
     SET outcome = 'lost', error_class = 'worker_lost', finished_at = now()
     FROM claimed c
     WHERE a.delivery_id = c.delivery_id AND a.attempt_no = c.attempts - 1
-      AND a.outcome = 'in_flight'
+      AND a.committed_at = c.committed_at AND a.outcome = 'in_flight'
 )
 SELECT c.delivery_id, c.lease_version, c.attempts AS attempt_no, c.endpoint_id, c.event_id,
-       c.manual, extract(epoch FROM c.expires_at)::float8 AS expires_at_s,
+       c.manual, extract(epoch FROM c.expires_at)::float8 AS expires_at_s, c.committed_at,
        ev.payload, ep.url, ep.tenant,
        sec.versions, sec.key_ids, sec.blobs
 FROM claimed c
-JOIN events ev ON ev.event_id = c.event_id
+JOIN events ev ON ev.event_id = c.event_id AND ev.committed_at = c.committed_at
 JOIN endpoints ep ON ep.id = c.endpoint_id
 -- Sealed secrets (key id, bytes), opened in Python once per version
 -- (hookstream.dispatcher.store): one walk of the primary key, three aggregates. A row
@@ -79,9 +87,10 @@ WITH o AS (
         %(delivery_id)b::uuid[], %(lease_version)b::int[], %(attempt_no)b::int[],
         %(status)b::text[], %(started_at)b::float8[], %(finished_at)b::float8[],
         %(status_code)b::int[], %(latency_ms)b::float8[], %(error_class)b::text[],
-        %(outcome)b::text[], %(excerpt)b::text[], %(error)b::text[], %(next_at)b::float8[])
+        %(outcome)b::text[], %(excerpt)b::text[], %(error)b::text[], %(next_at)b::float8[],
+        %(committed_at)b::timestamptz[])
     AS o(delivery_id, lease_version, attempt_no, status, started_at, finished_at, status_code,
-         latency_ms, error_class, outcome, excerpt, error, next_at)
+         latency_ms, error_class, outcome, excerpt, error, next_at, committed_at)
 ),
 att AS (
     UPDATE attempts a
@@ -91,6 +100,7 @@ att AS (
         response_excerpt = o.excerpt
     FROM o
     WHERE a.delivery_id = o.delivery_id AND a.attempt_no = o.attempt_no
+      AND a.committed_at = o.committed_at
 )
 UPDATE deliveries d
 SET status = o.status,
@@ -101,7 +111,7 @@ SET status = o.status,
     delivered_at = CASE WHEN o.status = 'delivered' THEN to_timestamp(o.finished_at)
                         ELSE d.delivered_at END
 FROM o
-WHERE d.delivery_id = o.delivery_id
+WHERE d.delivery_id = o.delivery_id AND d.committed_at = o.committed_at
   AND d.status IN ('in_flight', 'pending')
   AND (d.lease_version = o.lease_version OR o.status = 'delivered')
 RETURNING d.delivery_id
@@ -147,7 +157,7 @@ WHERE id = ANY(%(ids)s)
 -- task for each (waiting for the broker, so never inside a transaction) and only then
 -- releases the rows whose lease is still the one it saw; a crash in between leaves the
 -- lease expired and found again, and a concurrent reaper's duplicate task is harmless.
-SELECT delivery_id, event_id, endpoint_id, tenant, lease_version, attempts
+SELECT delivery_id, event_id, endpoint_id, tenant, lease_version, attempts, committed_at
 FROM deliveries
 WHERE status = 'in_flight' AND lease_expires_at < now()
 ORDER BY lease_expires_at
@@ -160,12 +170,15 @@ WITH r AS (
     UPDATE deliveries d
     SET status = 'pending', lease_expires_at = NULL, updated_at = now(),
         next_attempt_at = now(), last_error = 'worker lost during attempt'
-    FROM unnest(%(ids)s::uuid[], %(versions)s::int[]) AS x(id, version)
-    WHERE d.delivery_id = x.id AND d.lease_version = x.version
+    FROM unnest(%(ids)s::uuid[], %(committed_at)s::timestamptz[], %(versions)s::int[])
+        AS x(id, committed_at, version)
+    WHERE d.delivery_id = x.id AND d.committed_at = x.committed_at
+      AND d.lease_version = x.version
       AND d.status = 'in_flight' AND d.lease_expires_at < now()
-    RETURNING d.delivery_id, d.attempts
+    RETURNING d.delivery_id, d.attempts, d.committed_at
 )
 UPDATE attempts a
 SET outcome = 'lost', error_class = 'worker_lost', finished_at = now()
 FROM r
-WHERE a.delivery_id = r.delivery_id AND a.attempt_no = r.attempts AND a.outcome = 'in_flight'
+WHERE a.delivery_id = r.delivery_id AND a.attempt_no = r.attempts
+  AND a.committed_at = r.committed_at AND a.outcome = 'in_flight'

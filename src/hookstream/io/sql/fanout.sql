@@ -9,11 +9,16 @@ SELECT * FROM unnest(%(event_id)b::uuid[], %(tenant)b::text[], %(type)b::text[],
                      %(object_version)b::bigint[], %(coalescing_key)b::text[],
                      %(occurred_at)b::timestamptz[], %(committed_at)b::timestamptz[],
                      %(payload)b::bytea[], %(sha)b::bytea[])
-ON CONFLICT (event_id) DO NOTHING
+-- (event_id, committed_at): the partitioned table's key (0014); every copy of an event
+-- the relay publishes carries its outbox row's commit time, so this dedupes them all.
+ON CONFLICT (event_id, committed_at) DO NOTHING
 RETURNING event_id
 
 -- name: stored_hashes
-SELECT event_id, payload_sha256 FROM events WHERE event_id = ANY(%(ids)s)
+-- Pruned to the events' partitions by their commit times.
+SELECT e.event_id, e.payload_sha256
+FROM unnest(%(ids)b::uuid[], %(committed_at)b::timestamptz[]) AS x(event_id, committed_at)
+JOIN events e ON e.event_id = x.event_id AND e.committed_at = x.committed_at
 
 -- name: record_conflict
 INSERT INTO event_conflicts (event_id, payload_sha256) VALUES (%(event_id)s, %(sha)s)
@@ -41,7 +46,7 @@ GROUP BY tenant, type
 
 -- name: create_deliveries
 -- One row per (event, matching endpoint in the slice's id range); UNIQUE (event_id,
--- endpoint_id) makes a second pass over an event create only what is missing and
+-- endpoint_id, committed_at) — as unique as (event_id, endpoint_id), see 0014 — makes a second pass over an event create only what is missing and
 -- leave existing rows untouched. Returns the rows that need a task: every row created
 -- now, and, for events seen before (`again`: a relay duplicate or a fanout restarted
 -- half way), the rows of the range still pending — the first pass may have died
@@ -65,11 +70,11 @@ m AS MATERIALIZED (
 ),
 ins AS (
     INSERT INTO deliveries (event_id, endpoint_id, tenant, endpoint_config_version,
-                            expires_at, coalescing_key)
+                            expires_at, coalescing_key, committed_at)
     SELECT event_id, endpoint_id, tenant, config_version,
-           committed_at + make_interval(secs => %(window_s)s), coalescing_key
+           committed_at + make_interval(secs => %(window_s)s), coalescing_key, committed_at
     FROM m
-    ON CONFLICT (event_id, endpoint_id) DO NOTHING
+    ON CONFLICT (event_id, endpoint_id, committed_at) DO NOTHING
     RETURNING delivery_id, event_id, endpoint_id, tenant, lease_version, coalescing_key
 )
 SELECT delivery_id::text, event_id::text, endpoint_id::text, uuid_send(endpoint_id),
@@ -80,6 +85,7 @@ SELECT d.delivery_id::text, d.event_id::text, d.endpoint_id::text, uuid_send(d.e
        d.tenant, d.lease_version, d.coalescing_key, false
 FROM m
 JOIN deliveries d ON d.event_id = m.event_id AND d.endpoint_id = m.endpoint_id
+    AND d.committed_at = m.committed_at
 WHERE m.again AND d.status = 'pending'
 
 -- name: coalesce
@@ -96,7 +102,7 @@ WITH touched AS (
         AS t(endpoint_id, coalescing_key)
 ),
 ranked AS (
-    SELECT d.delivery_id,
+    SELECT d.delivery_id, d.committed_at,
            first_value(d.delivery_id) OVER (
                PARTITION BY d.endpoint_id, d.coalescing_key
                ORDER BY e.object_version DESC NULLS LAST, e.committed_at DESC,
@@ -104,10 +110,11 @@ ranked AS (
     FROM touched t
     JOIN deliveries d ON d.endpoint_id = t.endpoint_id
         AND d.coalescing_key = t.coalescing_key AND d.status = 'pending'
-    JOIN events e ON e.event_id = d.event_id
+    JOIN events e ON e.event_id = d.event_id AND e.committed_at = d.committed_at
 )
 UPDATE deliveries d
 SET status = 'superseded', superseded_by = r.newest, updated_at = now()
 FROM ranked r
-WHERE d.delivery_id = r.delivery_id AND r.delivery_id <> r.newest AND d.status = 'pending'
+WHERE d.delivery_id = r.delivery_id AND d.committed_at = r.committed_at
+  AND r.delivery_id <> r.newest AND d.status = 'pending'
 RETURNING d.delivery_id::text

@@ -118,12 +118,23 @@ SELECT count(*) FILTER (WHERE paused_until > now()) AS open,
 FROM endpoints
 WHERE status = 'active'
 
--- name: attempts_window
--- Retry amplification = automatic attempts ÷ deliveries they were made for, over the
--- window (1.0: every delivery needed one attempt). Manual attempts are replays, counted
--- apart. Served by attempts_started_at.
-SELECT count(*) FILTER (WHERE NOT manual) AS automatic,
-       count(*) FILTER (WHERE manual) AS manual,
-       count(DISTINCT delivery_id) FILTER (WHERE NOT manual) AS deliveries
-FROM attempts
-WHERE started_at >= now() - make_interval(secs => %(window_s)s)
+-- name: attempts_slice
+-- One slice of the retry-amplification window: the attempts started in (after, upto],
+-- upto being %(settle_s)s before now (an attempt row is written by the claim with the
+-- claim's time, committed a moment later: a slice ending at now() would miss the ones
+-- still committing). The caller (ops/db_metrics.py, core/window_totals.py) sums slices,
+-- so each sample reads the seconds since the last one, not the whole window: at seed
+-- 002's scale a 15-minute window is ~2 M attempts. Amplification = automatic attempts
+-- ÷ automatic first attempts (the deliveries attempted); replays are counted apart.
+-- One attempts_started_at range per day partition.
+WITH b AS (SELECT extract(epoch FROM now())::float8 - %(settle_s)s AS upto)
+SELECT b.upto,
+       count(a.*) FILTER (WHERE NOT a.manual) AS automatic,
+       count(a.*) FILTER (WHERE a.manual) AS manual,
+       count(a.*) FILTER (WHERE NOT a.manual AND a.attempt_no = 1) AS first
+FROM b
+LEFT JOIN attempts a
+    -- never more than the window back: the first slice, or after a pause that long
+    ON a.started_at > to_timestamp(greatest(%(after)s::float8, b.upto - %(window_s)s))
+   AND a.started_at <= to_timestamp(b.upto)
+GROUP BY b.upto

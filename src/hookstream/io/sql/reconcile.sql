@@ -3,9 +3,11 @@
 -- snapshot, so a row moving between two checks cannot look like a gap.
 --
 -- The window is driven by outbox.published_at (partial index outbox_published_at) and
--- then follows primary keys and unique indexes only: events (event_id), endpoints by
--- tenant (endpoints_tenant), deliveries UNIQUE (event_id, endpoint_id), attempts
--- (delivery_id, attempt_no). Cost grows with the rows published in the window, never
+-- then follows primary keys and unique indexes only: events (event_id, committed_at),
+-- endpoints by tenant (endpoints_tenant), deliveries UNIQUE (event_id, endpoint_id,
+-- committed_at), attempts (delivery_id, attempt_no, committed_at). committed_at is the
+-- outbox row's created_at (the relay publishes it as the event's commit time), so every
+-- join names its partition (0014). Cost grows with the rows published in the window, never
 -- with the size of the tables. Unpublished rows are found through the partial index
 -- outbox_pending, which only holds the unpublished head.
 --
@@ -16,14 +18,17 @@
 
 -- name: window_counts
 WITH w AS (
-    SELECT o.event_id FROM outbox o
+    SELECT o.event_id, o.created_at AS committed_at FROM outbox o
     WHERE o.published_at >= %(since)s AND o.published_at < %(cutoff)s
 )
 SELECT
     (SELECT count(*) FROM w) AS published,
-    (SELECT count(*) FROM w JOIN deliveries d ON d.event_id = w.event_id) AS deliveries,
     (SELECT count(*) FROM w JOIN deliveries d ON d.event_id = w.event_id
-                            JOIN attempts a ON a.delivery_id = d.delivery_id) AS attempts,
+                                             AND d.committed_at = w.committed_at) AS deliveries,
+    (SELECT count(*) FROM w JOIN deliveries d ON d.event_id = w.event_id
+                                             AND d.committed_at = w.committed_at
+                            JOIN attempts a ON a.delivery_id = d.delivery_id
+                                           AND a.committed_at = d.committed_at) AS attempts,
     (SELECT count(*) FROM outbox q
      WHERE q.quarantined_at >= %(since)s AND q.quarantined_at < %(cutoff)s
        AND q.published_at IS NULL) AS quarantined
@@ -47,7 +52,8 @@ SELECT kind, key, detail, total FROM (
            count(*) OVER () AS total, row_number() OVER (ORDER BY o.published_at) AS rn
     FROM outbox o
     WHERE o.published_at >= %(since)s AND o.published_at < %(cutoff)s
-      AND NOT EXISTS (SELECT 1 FROM events e WHERE e.event_id = o.event_id)
+      AND NOT EXISTS (SELECT 1 FROM events e WHERE e.event_id = o.event_id
+                                                AND e.committed_at = o.created_at)
 ) g WHERE rn <= %(sample)s
 
 -- name: gaps_missing_delivery
@@ -65,7 +71,7 @@ SELECT kind, key, detail, total FROM (
            count(*) OVER () AS total,
            row_number() OVER (ORDER BY ev.stored_at) AS rn
     FROM outbox o
-    JOIN events ev ON ev.event_id = o.event_id
+    JOIN events ev ON ev.event_id = o.event_id AND ev.committed_at = o.created_at
     JOIN endpoints ep ON ep.tenant = ev.tenant AND ep.status <> 'disabled'
                      AND ep.status <> 'deleted'
                      AND ep.created_at <= ev.stored_at
@@ -76,7 +82,8 @@ SELECT kind, key, detail, total FROM (
              OR f.pattern = ev.type
              OR (right(f.pattern, 2) = '.*' AND starts_with(ev.type, left(f.pattern, -1))))
       AND NOT EXISTS (
-          SELECT 1 FROM deliveries d WHERE d.event_id = ev.event_id AND d.endpoint_id = ep.id)
+          SELECT 1 FROM deliveries d WHERE d.event_id = ev.event_id AND d.endpoint_id = ep.id
+                                       AND d.committed_at = ev.committed_at)
 ) g WHERE rn <= %(sample)s
 
 -- name: delivery_states
@@ -90,7 +97,7 @@ SELECT kind, key, detail, total FROM (
 WITH d AS (
     SELECT d.delivery_id, d.endpoint_id, d.status, d.attempts, d.next_attempt_at,
            d.lease_expires_at
-    FROM outbox o JOIN deliveries d ON d.event_id = o.event_id
+    FROM outbox o JOIN deliveries d ON d.event_id = o.event_id AND d.committed_at = o.created_at
     WHERE o.published_at >= %(since)s AND o.published_at < %(cutoff)s
 ),
 v AS (
@@ -136,14 +143,15 @@ SELECT kind, key, detail, total FROM (
                'status ' || d.status || ', attempts ' || d.attempts || ', rows '
                    || coalesce(s.n, 0) AS detail
         FROM outbox o
-        JOIN deliveries d ON d.event_id = o.event_id
+        JOIN deliveries d ON d.event_id = o.event_id AND d.committed_at = o.created_at
         LEFT JOIN LATERAL (
             SELECT count(*) AS n, max(a.attempt_no) AS mx,
                    count(*) FILTER (WHERE a.outcome = 'delivered') AS ok,
                    count(*) FILTER (WHERE a.outcome = 'in_flight'
                                     AND NOT (d.status = 'in_flight'
                                              AND a.attempt_no = d.attempts)) AS open_stale
-            FROM attempts a WHERE a.delivery_id = d.delivery_id
+            FROM attempts a
+            WHERE a.delivery_id = d.delivery_id AND a.committed_at = d.committed_at
         ) s ON true
         WHERE o.published_at >= %(since)s AND o.published_at < %(cutoff)s
     ) x WHERE kind IS NOT NULL

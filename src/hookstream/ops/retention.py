@@ -1,0 +1,180 @@
+"""History maintenance (issue #14): the day partitions of events, deliveries and
+attempts (migration 0014) made ahead of time and expired days dropped whole — never row
+deletes. Run by the relay's housekeeping every HOOKSTREAM_HISTORY_MAINTAIN_INTERVAL_S
+and by `hookstream history maintain`; one run at a time (an advisory lock), any
+replica may do it.
+
+The boundary: a day past the history is dropped only if none of its deliveries is
+still pending or in flight. Retries stop 24 h after the commit, so with the minimum
+history of 2 days a day normally holds only finished rows when it expires; one that
+does not (an endpoint paused or disabled for longer than the history, an outage) is
+**held** — kept, reported (log, ``hookstream_history_expired_held``), and dropped by the
+first run after its last live delivery finished (delivered, or dead once its retry
+window is over). Live work is never dropped, and never silently kept either. The check
+and the drop are one transaction that first locks the day's delivery partition against
+writes, so a replay cannot set a row back to pending between the two.
+
+pg_partman would do the creating and dropping too; it is not used because the official
+postgres image (docker-compose.yml) does not ship it, the job is small, and the held-day
+rule above is ours either way.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from typing import Any
+
+import psycopg
+
+from hookstream.core.counts import COUNT_CAP
+from hookstream.io.pg import translated_sync
+from hookstream.policy.retention import plan
+
+log = logging.getLogger("hookstream.retention")
+
+# One maintenance run at a time across every relay replica and the CLI.
+_LOCK_KEY = 0x68697374  # "hist"
+_DAY = re.compile(r"^events_p(\d{8})$")
+TABLES = ("attempts", "deliveries", "events")
+
+
+@dataclass
+class RetentionRun:
+    ran: bool = True  # False: another session held the maintenance lock
+    created: int = 0  # partitions made (three per day)
+    dropped: list[date] = field(default_factory=list)
+    held: dict[date, int] = field(default_factory=dict)  # day -> live deliveries (capped)
+    strays: int = 0  # rows in the default partitions (capped): no day partition fits them
+    drop_s: list[float] = field(default_factory=list)  # wall time of each day's drop
+    lock_waits: int = 0  # steps given up because a lock was not granted in time
+
+
+def _part(table: str, day: date) -> str:
+    return f"{table}_p{day:%Y%m%d}"
+
+
+def existing_days(conn: psycopg.Connection[Any]) -> list[date]:
+    rows = conn.execute(
+        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
+        " WHERE i.inhparent = 'events'::regclass").fetchall()
+    return [datetime.strptime(m.group(1), "%Y%m%d").replace(tzinfo=UTC).date()
+            for (name,) in rows if (m := _DAY.match(name))]
+
+
+@translated_sync
+def maintain(conn: psycopg.Connection[Any], *, history_days: int, days_ahead: int,
+             today: date | None = None, lock_timeout_s: float = 2.0,
+             dry_run: bool = False) -> RetentionRun:
+    """One maintenance run on an autocommit connection. ``today`` is for tests."""
+    today = today or datetime.now(UTC).date()
+    got = conn.execute("SELECT pg_try_advisory_lock(%s)", (_LOCK_KEY,)).fetchone()
+    if not (got and got[0]):
+        return RetentionRun(ran=False)
+    # Creating a partition and dropping one both need an ACCESS EXCLUSIVE lock on the
+    # parent table for a moment. Waiting for it behind a long query would stall every
+    # writer queued behind us (the fanout, the dispatcher), so each statement waits at
+    # most lock_timeout_s and what did not get its lock is tried again by the next run
+    # (days are made HISTORY_DAYS_AHEAD ahead, so a missed run costs nothing).
+    conn.execute(f"SET lock_timeout = '{int(lock_timeout_s * 1000)}ms'")
+    try:
+        run = RetentionRun()
+        p = plan(existing_days(conn), today, history_days, days_ahead)
+        if not dry_run:
+            try:
+                made = conn.execute("SELECT hookstream_history_partitions(%s, %s)",
+                                    (p.create_from, p.create_to)).fetchone()
+                run.created = int(made[0]) if made else 0
+                # Rows no day partition held when they arrived (a commit time outside
+                # the days made: an outbox row unpublished for longer than the history,
+                # a producer's clock far ahead) get their day made now, which moves them
+                # out of the default partition; a past day then expires like any other.
+                for stray_day in _stray_days(conn):
+                    run.created += _make_day(conn, stray_day)
+            except psycopg.errors.LockNotAvailable:
+                run.lock_waits += 1
+                log.warning("history partitions not made: a lock was not granted in time;"
+                            " tried again next run")
+            if run.created:
+                log.info("history partitions made", extra={"partitions": run.created})
+        p = plan(existing_days(conn), today, history_days, days_ahead)
+        for day in p.expired:
+            try:
+                live = _drop_day(conn, day, dry_run, run)
+            except psycopg.errors.LockNotAvailable:
+                run.lock_waits += 1
+                log.warning("history day not dropped: its lock was not granted in time;"
+                            " tried again next run", extra={"day": day.isoformat()})
+                continue
+            if live:
+                run.held[day] = live
+                log.warning("history day held: deliveries still pending or in flight", extra={
+                    "day": day.isoformat(), "live": live})
+        run.strays = _strays(conn)
+        if run.strays:
+            log.warning("history rows outside every day partition", extra={
+                "rows": run.strays})
+        return run
+    finally:
+        conn.execute("RESET lock_timeout")
+        conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
+
+
+def _drop_day(conn: psycopg.Connection[Any], day: date, dry_run: bool,
+              run: RetentionRun) -> int:
+    """Drop one expired day unless it holds live deliveries; returns their count."""
+    started = time.monotonic()
+    with conn.transaction():
+        deliveries = _part("deliveries", day)
+        exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (deliveries,)).fetchone()
+        if not (exists and exists[0]):
+            deliveries = "deliveries_default"  # an empty stand-in: nothing of the day is live
+        # Writes to the day's deliveries stop here until the transaction ends, so the
+        # live count below stays true through the DROP.
+        conn.execute(f'LOCK TABLE "{deliveries}" IN SHARE MODE')
+        # Live: work some endpoint is still owed. A row of a deleted endpoint is not
+        # (its delete operation removes it, or it is a straggler committed after the
+        # endpoint row went: never claimed, nothing to wait for).
+        row = conn.execute(
+            f'SELECT count(*) FROM (SELECT 1 FROM "{deliveries}" d'
+            " WHERE d.status IN ('pending', 'in_flight') AND EXISTS (SELECT 1 FROM endpoints e"
+            "  WHERE e.id = d.endpoint_id AND e.status <> 'deleted') LIMIT %s) AS live",
+            (COUNT_CAP,)).fetchone()
+        live = int(row[0]) if row else 0
+        if live or dry_run:
+            return live
+        for table in TABLES:  # attempts first: nothing ever points at them
+            conn.execute(f'DROP TABLE IF EXISTS "{_part(table, day)}"')
+    run.dropped.append(day)
+    run.drop_s.append(time.monotonic() - started)
+    log.info("history day dropped", extra={"day": day.isoformat(),
+                                           "seconds": round(run.drop_s[-1], 3)})
+    return 0
+
+
+def _make_day(conn: psycopg.Connection[Any], day: date) -> int:
+    made = conn.execute("SELECT hookstream_history_partitions(%s, %s + 1)",
+                        (day, day)).fetchone()
+    return int(made[0]) if made else 0
+
+
+def _stray_days(conn: psycopg.Connection[Any]) -> list[date]:
+    rows = conn.execute(
+        "SELECT DISTINCT (committed_at AT TIME ZONE 'UTC')::date FROM ("
+        " (SELECT committed_at FROM events_default LIMIT %(cap)s)"
+        " UNION ALL (SELECT committed_at FROM deliveries_default LIMIT %(cap)s)"
+        " UNION ALL (SELECT committed_at FROM attempts_default LIMIT %(cap)s)) s",
+        {"cap": COUNT_CAP}).fetchall()
+    return sorted(r[0] for r in rows)
+
+
+def _strays(conn: psycopg.Connection[Any]) -> int:
+    total = 0
+    for table in TABLES:
+        row = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table}_default LIMIT %s) s",
+                           (COUNT_CAP,)).fetchone()
+        total += int(row[0]) if row else 0
+    return min(total, COUNT_CAP)
