@@ -67,7 +67,7 @@ def existing_days(conn: psycopg.Connection[Any]) -> list[date]:
 
 @translated_sync
 def maintain(conn: psycopg.Connection[Any], *, history_days: int, days_ahead: int,
-             today: date | None = None, lock_timeout_s: float = 2.0,
+             today: date | None = None, lock_timeout_s: float = 0.5,
              dry_run: bool = False) -> RetentionRun:
     """One maintenance run on an autocommit connection. ``today`` is for tests."""
     today = today or datetime.now(UTC).date()
@@ -79,6 +79,9 @@ def maintain(conn: psycopg.Connection[Any], *, history_days: int, days_ahead: in
     # writer queued behind us (the fanout, the dispatcher), so each statement waits at
     # most lock_timeout_s and what did not get its lock is tried again by the next run
     # (days are made HISTORY_DAYS_AHEAD ahead, so a missed run costs nothing).
+    # Below PostgreSQL's deadlock_timeout (1 s): a writer that planned over every
+    # partition can wait on the day we hold while we wait on its parent lock; we must be
+    # the one to give up (before the deadlock check aborts the writer's statement).
     conn.execute(f"SET lock_timeout = '{int(lock_timeout_s * 1000)}ms'")
     try:
         run = RetentionRun()
