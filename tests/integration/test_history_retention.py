@@ -6,6 +6,8 @@ up without harm."""
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta
@@ -14,7 +16,7 @@ import psycopg
 import pytest
 
 from hookstream.ops.migrate import migrate, migration_files
-from hookstream.ops.retention import existing_days, maintain
+from hookstream.ops.retention import RetentionRun, existing_days, maintain
 from tests.conftest import Stack
 
 TODAY = datetime.now(UTC).date()
@@ -160,6 +162,67 @@ def test_a_drop_behind_a_long_reader_gives_up_and_succeeds_later(
         assert run.created == 0 and run.dropped == [] and run.held == {}
         assert _count(conn, f"SELECT count(*) FROM deliveries_p{day:%Y%m%d}") == 1
     assert day in maintain(conn, history_days=30, days_ahead=3).dropped
+
+
+def _waiting_pid(conn: psycopg.Connection, pid: int, deadline_s: float = 10.0) -> str:
+    """The relation backend ``pid`` is queued for, once it is (polled, not slept for)."""
+    stop = time.monotonic() + deadline_s
+    while time.monotonic() < stop:
+        row = conn.execute("SELECT relation::regclass::text FROM pg_locks"
+                           " WHERE pid = %s AND NOT granted", (pid,)).fetchone()
+        if row is not None:
+            return str(row[0])
+        time.sleep(0.01)
+    raise AssertionError(f"backend {pid} never waited for a lock")
+
+
+def test_a_drop_waits_for_a_writer_without_holding_what_the_writer_needs_next(
+        conn: psycopg.Connection, db_url: str) -> None:
+    """The dispatcher's record_outcomes updates deliveries, then inserts attempts. A drop
+    that took the attempts parent's lock and then waited for the deliveries' was one half
+    of a cycle with it (seen by benchmarks.history_scale in 5 runs of 5): the writer's
+    insert waited on the drop, the drop on the writer, until PostgreSQL's deadlock check
+    or the drop's lock_timeout aborted one of them. Here the writer holds deliveries
+    while the drop waits, then writes attempts: it must go straight through, and the
+    drop must follow its commit."""
+    ep = _endpoint(conn)
+    day = TODAY - timedelta(days=40)
+    conn.execute("SELECT hookstream_history_partitions(%s, %s)", (day, day + timedelta(days=1)))
+    # every day the run would make exists already, so its only waits are the drop's
+    conn.execute("SELECT hookstream_history_partitions(%s, %s)",
+                 (TODAY - timedelta(days=1), TODAY + timedelta(days=4)))
+    _delivery(conn, ep, _at(day), "delivered", 1)
+    live = _delivery(conn, ep, _at(TODAY, 0), "in_flight", 1)
+    maintenance = psycopg.connect(db_url, autocommit=True)
+    pid = maintenance.info.backend_pid
+    result: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            result["run"] = maintain(maintenance, history_days=30, days_ahead=3,
+                                     lock_timeout_s=20)
+        except Exception as exc:  # reported below, never swallowed
+            result["error"] = exc
+
+    with psycopg.connect(db_url) as writer:
+        writer.execute("SET statement_timeout = '5s'")
+        writer.execute("UPDATE deliveries SET updated_at = now() WHERE delivery_id = %s"
+                       " AND committed_at = %s", (live, _at(TODAY, 0)))
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        assert _waiting_pid(conn, pid) == "deliveries"
+        # the writer's next statement, as record_outcomes' attempts insert
+        writer.execute("INSERT INTO attempts (delivery_id, attempt_no, started_at, outcome,"
+                       " committed_at) VALUES (%s, 2, now(), 'delivered', %s)",
+                       (live, _at(TODAY, 0)))
+        writer.commit()
+    thread.join(timeout=30)
+    maintenance.close()
+    assert "error" not in result, result.get("error")
+    run_ = result["run"]
+    assert isinstance(run_, RetentionRun)
+    assert run_.dropped == [day] and run_.lock_waits == 0
+    assert _count(conn, "SELECT count(*) FROM attempts WHERE delivery_id = %s", live) == 2
 
 
 def test_one_maintenance_at_a_time(conn: psycopg.Connection, db_url: str) -> None:

@@ -34,8 +34,13 @@ async def _one(conn: Conn, name: str, params: dict[str, Any]) -> Row | None:
     return await cur.fetchone()
 
 
-async def _all(conn: Conn, name: str, params: dict[str, Any]) -> list[Row]:
-    cur = await conn.execute(Q[name], params)
+async def _all(conn: Conn, name: str, params: dict[str, Any], *,
+               custom_plan: bool = False) -> list[Row]:
+    # custom_plan: never a server-side prepared statement, so PostgreSQL plans each call
+    # with its values. A generic plan of a query whose range bounds are parameters
+    # guesses a few rows per partition and may read a whole range where the values'
+    # plan would read its head (hookstream.io.sql api.sql list_deliveries).
+    cur = await conn.execute(Q[name], params, prepare=False if custom_plan else None)
     return await cur.fetchall()
 
 
@@ -226,7 +231,7 @@ async def list_deliveries(conn: Conn, *, tenant: str | None, endpoint_id: uuid.U
     return await _all(conn, "list_deliveries", {
         "tenant": tenant, "endpoint_id": endpoint_id, "statuses": list(statuses),
         "since": since, "until": until, "before_at": before_at, "before_id": before_id,
-        "limit": limit})
+        "limit": limit}, custom_plan=True)
 
 
 async def get_delivery(conn: Conn, delivery_id: uuid.UUID, tenant: str | None) -> Row:

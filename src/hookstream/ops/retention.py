@@ -11,8 +11,8 @@ does not (an endpoint paused or disabled for longer than the history, an outage)
 **held** — kept, reported (log, ``hookstream_history_expired_held``), and dropped by the
 first run after its last live delivery finished (delivered, or dead once its retry
 window is over). Live work is never dropped, and never silently kept either. The check
-and the drop are one transaction that first locks the day's delivery partition against
-writes, so a replay cannot set a row back to pending between the two.
+and the drop of the deliveries are one transaction under the deliveries' table lock, so
+a replay cannot set a row back to pending between the two.
 
 pg_partman would do the creating and dropping too; it is not used because the official
 postgres image (docker-compose.yml) does not ship it, the job is small, and the held-day
@@ -25,7 +25,7 @@ import logging
 import re
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -79,18 +79,15 @@ def maintain(conn: psycopg.Connection[Any], *, history_days: int, days_ahead: in
     # writer queued behind us (the fanout, the dispatcher), so each statement waits at
     # most lock_timeout_s and what did not get its lock is tried again by the next run
     # (days are made HISTORY_DAYS_AHEAD ahead, so a missed run costs nothing).
-    # Below PostgreSQL's deadlock_timeout (1 s): a writer that planned over every
-    # partition can wait on the day we hold while we wait on its parent lock; we must be
-    # the one to give up (before the deadlock check aborts the writer's statement).
+    # Each transaction here takes exactly one parent's lock, first, so a wait of ours is
+    # never part of a lock cycle with a writer (_drop_day says why that mattered).
     conn.execute(f"SET lock_timeout = '{int(lock_timeout_s * 1000)}ms'")
     try:
         run = RetentionRun()
         p = plan(existing_days(conn), today, history_days, days_ahead)
         if not dry_run:
             try:
-                made = conn.execute("SELECT hookstream_history_partitions(%s, %s)",
-                                    (p.create_from, p.create_to)).fetchone()
-                run.created = int(made[0]) if made else 0
+                run.created = _make_days(conn, p.create_from, p.create_to)
                 # Rows no day partition held when they arrived (a commit time outside
                 # the days made: an outbox row unpublished for longer than the history,
                 # a producer's clock far ahead) get their day made now, which moves them
@@ -128,28 +125,43 @@ def maintain(conn: psycopg.Connection[Any], *, history_days: int, days_ahead: in
 
 def _drop_day(conn: psycopg.Connection[Any], day: date, dry_run: bool,
               run: RetentionRun) -> int:
-    """Drop one expired day unless it holds live deliveries; returns their count."""
+    """Drop one expired day unless it holds live deliveries; returns their count.
+
+    One transaction per table, each taking its parent's ACCESS EXCLUSIVE lock (which
+    DROP of a partition needs anyway) before anything else. Holding one parent while
+    waiting for the next is what deadlocked with the dispatcher (its record_outcomes
+    holds deliveries and wants attempts): waiting while holding nothing cannot be part
+    of a cycle, so a busy writer now delays the drop by at most lock_timeout and is
+    never aborted by it. Deliveries go first, with the live check under their lock (a
+    replay cannot set a row back to pending between the two); the day's attempts and
+    events, which nothing writes once its deliveries are gone, follow. A run stopped in
+    between (a lock not granted, a crash) leaves the day listed by its events
+    partition, and the next run drops what is left."""
     started = time.monotonic()
+    deliveries = _part("deliveries", day)
     with conn.transaction():
-        deliveries = _part("deliveries", day)
+        if not dry_run:
+            conn.execute("LOCK TABLE ONLY deliveries IN ACCESS EXCLUSIVE MODE")
         exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (deliveries,)).fetchone()
-        if not (exists and exists[0]):
-            deliveries = "deliveries_default"  # an empty stand-in: nothing of the day is live
-        # Writes to the day's deliveries stop here until the transaction ends, so the
-        # live count below stays true through the DROP.
-        conn.execute(f'LOCK TABLE "{deliveries}" IN SHARE MODE')
-        # Live: work some endpoint is still owed. A row of a deleted endpoint is not
-        # (its delete operation removes it, or it is a straggler committed after the
-        # endpoint row went: never claimed, nothing to wait for).
-        row = conn.execute(
-            f'SELECT count(*) FROM (SELECT 1 FROM "{deliveries}" d'
-            " WHERE d.status IN ('pending', 'in_flight') AND EXISTS (SELECT 1 FROM endpoints e"
-            "  WHERE e.id = d.endpoint_id AND e.status <> 'deleted') LIMIT %s) AS live",
-            (COUNT_CAP,)).fetchone()
-        live = int(row[0]) if row else 0
-        if live or dry_run:
-            return live
-        for table in TABLES:  # attempts first: nothing ever points at them
+        if exists and exists[0]:
+            # Live: work some endpoint is still owed. A row of a deleted endpoint is not
+            # (its delete operation removes it, or it is a straggler committed after the
+            # endpoint row went: never claimed, nothing to wait for).
+            row = conn.execute(
+                f'SELECT count(*) FROM (SELECT 1 FROM "{deliveries}" d'
+                " WHERE d.status IN ('pending', 'in_flight') AND EXISTS ("
+                "  SELECT 1 FROM endpoints e"
+                "  WHERE e.id = d.endpoint_id AND e.status <> 'deleted') LIMIT %s) AS live",
+                (COUNT_CAP,)).fetchone()
+            live = int(row[0]) if row else 0
+            if live or dry_run:
+                return live
+            conn.execute(f'DROP TABLE "{deliveries}"')
+        elif dry_run:
+            return 0
+    for table in ("attempts", "events"):
+        with conn.transaction():
+            conn.execute(f"LOCK TABLE ONLY {table} IN ACCESS EXCLUSIVE MODE")
             conn.execute(f'DROP TABLE IF EXISTS "{_part(table, day)}"')
     run.dropped.append(day)
     run.drop_s.append(time.monotonic() - started)
@@ -158,10 +170,28 @@ def _drop_day(conn: psycopg.Connection[Any], day: date, dry_run: bool,
     return 0
 
 
+def _make_days(conn: psycopg.Connection[Any], first: date, end: date) -> int:
+    """Days [first, end) of each table, one transaction per table taking the parent's
+    lock first (see _drop_day: never wait for a lock while holding another). A table's
+    days that exist already cost a catalog lookup, and no lock is taken for them."""
+    made = 0
+    for table in ("events", "deliveries", "attempts"):  # events name the day (existing_days)
+        missing = conn.execute(
+            "SELECT count(*) FROM generate_series(%s::date, %s::date - 1, interval '1 day') d"
+            " WHERE to_regclass(%s || '_p' || to_char(d, 'YYYYMMDD')) IS NULL",
+            (first, end, table)).fetchone()
+        if not (missing and missing[0]):
+            continue
+        with conn.transaction():
+            conn.execute(f"LOCK TABLE ONLY {table} IN ACCESS EXCLUSIVE MODE")
+            row = conn.execute("SELECT hookstream_history_partitions(%s, %s, ARRAY[%s])",
+                               (first, end, table)).fetchone()
+            made += int(row[0]) if row else 0
+    return made
+
+
 def _make_day(conn: psycopg.Connection[Any], day: date) -> int:
-    made = conn.execute("SELECT hookstream_history_partitions(%s, %s + 1)",
-                        (day, day)).fetchone()
-    return int(made[0]) if made else 0
+    return _make_days(conn, day, day + timedelta(days=1))
 
 
 def _stray_days(conn: psycopg.Connection[Any]) -> list[date]:
