@@ -475,6 +475,7 @@ def wal_and_hot(url: str, today: date, cycles: int, batch: int) -> dict[str, Any
         ckpt0 = conn.execute("SELECT checkpoints_timed + checkpoints_req"
                              " FROM pg_stat_bgwriter").fetchone()
         lsn0 = conn.execute("SELECT pg_current_wal_lsn()").fetchone()
+        wal0 = wal_counters(conn)
         d = asyncio.run(dispatch_round(url, tasks, batch))
         lsn1 = conn.execute("SELECT pg_current_wal_lsn()").fetchone()
         wal = conn.execute("SELECT pg_wal_lsn_diff(%s, %s)",
@@ -483,6 +484,7 @@ def wal_and_hot(url: str, today: date, cycles: int, batch: int) -> dict[str, Any
                              " FROM pg_stat_bgwriter").fetchone()
         time.sleep(2)  # backends flush their table counters at most once a second when idle
         after = table_stats(conn, tables)
+        wal1 = wal_counters(conn)  # the dispatch's backends have exited: theirs flushed
     wal_bytes = int(wal[0]) if wal else 0
     hot = {}
     for t in tables:
@@ -494,7 +496,26 @@ def wal_and_hot(url: str, today: date, cycles: int, batch: int) -> dict[str, Any
             "wal_bytes": wal_bytes,
             "wal_bytes_per_attempt": round(wal_bytes / d["attempts"]) if d["attempts"] else None,
             "checkpoints_during": (ckpt1[0] - ckpt0[0]) if ckpt0 and ckpt1 else None,
+            # Cluster-wide (pg_stat_wal), nothing else runs meanwhile: full-page images
+            # and their share of the bytes say whether a page's first change since the
+            # last checkpoint, not the row change itself, is what an attempt costs.
+            "wal_records_per_attempt": per(wal1[0] - wal0[0], d["attempts"]),
+            "full_page_images_per_attempt": per(wal1[1] - wal0[1], d["attempts"], 3),
+            "wal_counted_bytes_per_attempt": per(wal1[2] - wal0[2], d["attempts"]),
             "hot": hot, "explain_claim": claim_plan}
+
+
+def wal_counters(conn: psycopg.Connection[Any]) -> tuple[int, int, int]:
+    """(records, full-page images, bytes) of pg_stat_wal, this backend's own flushed first
+    (the server's counters lag a backend's by up to its next report)."""
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    row = conn.execute("SELECT wal_records, wal_fpi, wal_bytes FROM pg_stat_wal").fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1]), int(row[2])
+
+
+def per(n: float, d: int, digits: int = 0) -> float | None:
+    return round(n / d, digits) if d else None
 
 
 # -- 4. bytes on disk --------------------------------------------------------------------
@@ -858,7 +879,9 @@ def summary(r: dict[str, Any]) -> None:
     for name, x in d["tables"].items():
         print(f"  {name}: heap {x['heap_per_delivery']} B, indexes {x['index_per_delivery']} B")
     for name, x in r["wal_hot"].items():
-        print(f"WAL {name}: {x['wal_bytes_per_attempt']} B/attempt; HOT"
+        print(f"WAL {name}: {x['wal_bytes_per_attempt']} B/attempt"
+              f" ({x['full_page_images_per_attempt']} full-page images,"
+              f" {x['wal_records_per_attempt']} records per attempt); HOT"
               f" deliveries {x['hot']['deliveries']['hot_ratio']}"
               f" attempts {x['hot']['attempts']['hot_ratio']}")
 

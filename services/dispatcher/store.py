@@ -207,7 +207,10 @@ class Store:
     async def sweep(self, after_s: float, per_endpoint: int, limit: int) -> list[dict[str, Any]]:
         """Overdue pending deliveries of active endpoints, marked swept (see sweeper.sql)."""
         conn: AsyncConnection[Any]
-        async with self.pool.connection() as conn:
+        async with self.pool.connection() as conn, conn.transaction():
+            # Planned without sorts: each endpoint's probe must read deliveries_due in
+            # order, never a whole partition's pending rows (sweeper.sql says why).
+            await conn.execute("SET LOCAL enable_sort = off")
             cur = conn.cursor(row_factory=dict_row)
             await cur.execute(SWEEP["sweep"], {
                 "after_s": after_s, "per_endpoint": per_endpoint, "limit": limit})

@@ -225,10 +225,69 @@ def test_a_drop_waits_for_a_writer_without_holding_what_the_writer_needs_next(
     assert _count(conn, "SELECT count(*) FROM attempts WHERE delivery_id = %s", live) == 2
 
 
+def test_days_are_made_one_table_at_a_time_and_an_unknown_table_is_refused(
+        conn: psycopg.Connection) -> None:
+    """Migration 0015: the maintenance makes each table's days in a transaction of its
+    own; a name that is not one of the three history tables is an error, and nothing of
+    the call is made (the function would otherwise build partitions of whatever table a
+    typo named)."""
+    day = TODAY + timedelta(days=20)
+    made = conn.execute("SELECT hookstream_history_partitions(%s, %s, %s)",
+                        (day, day + timedelta(days=2), ["attempts"])).fetchone()
+    assert made == (2,)
+    present = {t: conn.execute("SELECT to_regclass(%s) IS NOT NULL",
+                               (f"{t}_p{day:%Y%m%d}",)).fetchone() for t in
+               ("events", "deliveries", "attempts")}
+    assert present == {"events": (False,), "deliveries": (False,), "attempts": (True,)}
+    later = day + timedelta(days=5)
+    with pytest.raises(psycopg.errors.RaiseException,
+                       match=r"unknown table in \{deliveries,outbox\}"):
+        conn.execute("SELECT hookstream_history_partitions(%s, %s, %s)",
+                     (later, later + timedelta(days=1), ["deliveries", "outbox"]))
+    assert conn.execute("SELECT to_regclass(%s)", (f"deliveries_p{later:%Y%m%d}",)
+                        ).fetchone() == (None,)
+    assert conn.execute("SELECT to_regclass('outbox_p' || %s)", (f"{later:%Y%m%d}",)
+                        ).fetchone() == (None,)
+
+
+def _analyze_settings(conn: psycopg.Connection, table: str) -> list[str] | None:
+    row = conn.execute("SELECT reloptions FROM pg_class WHERE oid = to_regclass(%s)",
+                       (table,)).fetchone()
+    assert row is not None
+    return sorted(row[0]) if row[0] else None
+
+
+def test_each_day_of_deliveries_and_attempts_is_analyzed_after_a_fixed_number_of_changes(
+        conn: psycopg.Connection) -> None:
+    """Migration 0016: autovacuum analyzes a partition after 10,000 changed rows, not
+    after a tenth of it (a day's backlog grows long before that, and plans made from the
+    statistics of a day that was empty read the whole backlog): the days the migration
+    found, the days made since by either path (new, or out of the default partition's
+    strays), and not events, whose rows never change."""
+    fixed = ["autovacuum_analyze_scale_factor=0", "autovacuum_analyze_threshold=10000"]
+    existing = min(existing_days(conn))
+    for table in ("deliveries", "attempts"):
+        assert _analyze_settings(conn, f"{table}_p{existing:%Y%m%d}") == fixed
+    ep = _endpoint(conn)
+    later = TODAY + timedelta(days=12)
+    stray = _delivery(conn, ep, _at(later + timedelta(days=1)), "pending")  # default's
+    conn.execute("SELECT hookstream_history_partitions(%s, %s)",
+                 (later, later + timedelta(days=2)))
+    for day in (later, later + timedelta(days=1)):
+        for table in ("deliveries", "attempts"):
+            assert _analyze_settings(conn, f"{table}_p{day:%Y%m%d}") == fixed, (table, day)
+        assert _analyze_settings(conn, f"events_p{day:%Y%m%d}") is None
+    moved = f"deliveries_p{later + timedelta(days=1):%Y%m%d}"
+    assert _count(conn, f"SELECT count(*) FROM {moved} WHERE delivery_id = %s", stray) == 1
+
+
 def test_one_maintenance_at_a_time(conn: psycopg.Connection, db_url: str) -> None:
     with psycopg.connect(db_url, autocommit=True) as other:
         other.execute("SELECT pg_advisory_lock(%s)", (0x68697374,))
         assert not maintain(conn, history_days=30, days_ahead=3).ran
+        # released here, not by closing: a closed session's backend lets go of its locks
+        # when it has exited, which the next statement can beat
+        other.execute("SELECT pg_advisory_unlock(%s)", (0x68697374,))
     assert maintain(conn, history_days=30, days_ahead=3).ran
 
 

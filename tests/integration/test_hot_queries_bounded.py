@@ -9,6 +9,8 @@ dropped (inside a transaction that is rolled back), the same query's plan scans 
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -23,6 +25,7 @@ from hookstream.api import store
 from hookstream.api.validation import DELIVERY_STATUSES
 from hookstream.core.counts import COUNT_CAP
 from hookstream.io import queries
+from services.dispatcher.store import Store
 from tests.conftest import Stack
 
 HISTORY = ("events", "deliveries", "attempts", "outbox")
@@ -379,3 +382,229 @@ async def test_the_list_is_planned_with_its_values_on_every_call(history_url: st
         cur = await conn.execute("SELECT statement FROM pg_prepared_statements")
         prepared = [r["statement"] for r in await cur.fetchall()]
     assert prepared == [], prepared  # the list is all this connection ran
+
+
+# A day's backlog the statistics have not seen yet (autovacuum analyzes a partition after
+# a tenth of it changed; a fresh day's backlog grows long before that): its rows pending,
+# as a fanout burst or a receiver's outage leaves them.
+BACKLOG = 20_000
+BACKLOG_SQL = f"""
+WITH e AS (
+    INSERT INTO events (event_id, tenant, type, schema_version, occurred_at, committed_at,
+                        payload, payload_sha256)
+    SELECT hookstream_uuid_v7(), 'acme', 'invoice.paid', 1, now(), now(), '\\x00', '\\x00'
+    FROM generate_series(1, {BACKLOG})
+    RETURNING event_id, committed_at
+)
+INSERT INTO deliveries (event_id, endpoint_id, tenant, endpoint_config_version, status,
+                        attempts, expires_at, committed_at)
+SELECT event_id, '{_ep(2)}', 'acme', 1, 'pending', 0, committed_at + interval '1 day',
+       committed_at FROM e
+"""
+
+
+def _explain(conn: psycopg.Connection[Any], concern: str, name: str,
+             params: dict[str, Any]) -> dict[str, Any]:
+    row = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + queries.load(concern)[name],
+                       params).fetchone()
+    assert row is not None
+    return row[0][0]["Plan"]
+
+
+def _batch_plans(conn: psycopg.Connection[Any], batch: list[tuple[uuid.UUID, datetime]]
+                 ) -> dict[str, tuple[dict[str, Any], int]]:
+    """EXPLAIN ANALYZE of every statement that joins a batch of rows to deliveries, each
+    as its service runs it on ``batch`` (in the order a delivery meets them), with the
+    number of rows it may read: about its batch, never the day's backlog."""
+    ids, at = [b[0] for b in batch], [b[1] for b in batch]
+    n = len(batch)
+    now = datetime.now(UTC).timestamp()
+    events = conn.execute("SELECT event_id FROM deliveries WHERE delivery_id = ANY(%s)",
+                          (ids,)).fetchall()
+    plans: dict[str, tuple[dict[str, Any], int]] = {}
+    # the fanout's second pass over the batch's events (a relay duplicate): every
+    # matching endpoint's row is looked up, ENDPOINTS per event
+    plans["fanout.create_deliveries"] = (_explain(conn, "fanout", "create_deliveries", {
+        "event_id": [e[0] for e in events], "tenant": ["acme"] * n,
+        "type": ["invoice.paid"] * n, "coalescing_key": [None] * n, "committed_at": at,
+        "again": [True] * n, "after": [None] * n, "upto": [None] * n,
+        "window_s": 86400.0}), 3 * n * ENDPOINTS)
+    slots = {"ids": ids, "committed_at": at, "versions": [0] * n, "due": [now] * n}
+    plans["sweeper.postpone"] = (_explain(conn, "sweeper", "postpone", slots), 3 * n)
+    plans["sweeper.park"] = (_explain(conn, "sweeper", "park", slots), 3 * n)
+    plans["dispatcher.claim"] = (_explain(conn, "dispatcher", "claim", {
+        "delivery_id": ids, "committed_at": at, "lease_version": [0] * n,
+        "manual": [False] * n, "lease_s": 30.0}), 3 * n)
+    # the outcome of a retry: the row back to pending, as a dispatcher records it
+    plans["dispatcher.record_outcomes"] = (_explain(conn, "dispatcher", "record_outcomes", {
+        "delivery_id": ids, "lease_version": [1] * n, "attempt_no": [1] * n,
+        "status": ["pending"] * n, "started_at": [now] * n, "finished_at": [now] * n,
+        "status_code": [503] * n, "latency_ms": [5.0] * n, "error_class": ["http_5xx"] * n,
+        "outcome": ["retry"] * n, "excerpt": [None] * n, "error": [None] * n,
+        "next_at": [None] * n, "committed_at": at}), 3 * n)
+    conn.execute("UPDATE deliveries SET status = 'in_flight', lease_version = 2,"
+                 " lease_expires_at = now() - interval '1 s' WHERE delivery_id = ANY(%s)",
+                 (ids,))
+    plans["dispatcher.release_expired"] = (_explain(conn, "dispatcher", "release_expired", {
+        "ids": ids, "committed_at": at, "versions": [2] * n}), 3 * n)
+    return plans
+
+
+def test_a_batch_reads_its_rows_not_the_days_backlog(history_url: str) -> None:
+    """Each statement that joins a batch to deliveries (claim, outcomes, the reaper's
+    release, the dispatcher's postpone and park, the fanout's second pass) was planned
+    from statistics older than the day's backlog: the join ran as a hash join over every
+    pending row of every partition (through the status partial indexes, which looked
+    nearly empty). A claim of 100 read 40,400 rows in benchmarks.history_scale, and the
+    cost of an attempt grew with the backlog. Each must read about its batch's rows, by
+    primary key, in the batch's day only."""
+    with psycopg.connect(history_url) as conn, conn.transaction(force_rollback=True):
+        conn.execute(BACKLOG_SQL)
+        batch = conn.execute("SELECT delivery_id, committed_at FROM deliveries"
+                             " WHERE endpoint_id = %s AND status = 'pending'"
+                             " ORDER BY delivery_id DESC LIMIT 10", (_ep(2),)).fetchall()
+        plans = _batch_plans(conn, batch)
+        parent = parents(conn)
+        day = f"deliveries_p{datetime.now(UTC):%Y%m%d}"
+        wrong = {}
+        for name, (plan, bound) in plans.items():
+            read = _rows_examined(plan, parent, "deliveries")
+            touched = {n for n in _relations(plan) if parent.get(n) == "deliveries"}
+            if read > bound or touched != {day}:
+                wrong[name] = (read, bound, sorted(touched)[:4])
+        assert not wrong, repr(wrong)
+        # and each did its work: the claim claimed, the release released, every one
+        assert plans["dispatcher.claim"][0]["Actual Rows"] == len(batch)
+        assert conn.execute("SELECT count(*) FROM deliveries WHERE delivery_id = ANY(%s)"
+                            " AND status = 'pending' AND lease_expires_at IS NULL",
+                            ([b[0] for b in batch],)).fetchone() == (len(batch),)
+
+
+def test_a_sweep_reads_the_due_rows_not_the_parked_backlog(history_url: str) -> None:
+    """A slow endpoint's backlog parked at its slots (an hour ahead here), ten of its rows
+    overdue (their tasks lost), and the seed's 50 pending rows. The sweep read each
+    endpoint's pending rows through deliveries_pending_age and sorted them (statistics
+    older than the backlog priced every status index alike) and hashed the whole table
+    to lock what it picked: 1.4 M rows read to return 60. It must read the due rows,
+    by deliveries_due in order, and lock and update them by key."""
+    with psycopg.connect(history_url) as conn, conn.transaction(force_rollback=True):
+        conn.execute(BACKLOG_SQL)
+        overdue = [r[0] for r in conn.execute(
+            "UPDATE deliveries SET next_attempt_at = now() - interval '1 h' WHERE delivery_id IN"
+            " (SELECT delivery_id FROM deliveries WHERE endpoint_id = %s AND status = 'pending'"
+            "  ORDER BY delivery_id DESC LIMIT 10) RETURNING delivery_id", (_ep(2),))]
+        conn.execute("UPDATE deliveries SET parked = true, next_attempt_at = now() + interval '1 h'"
+                     " WHERE endpoint_id = %s AND status = 'pending' AND delivery_id <> ALL(%s)",
+                     (_ep(2), overdue))
+        # the sweep's own rows (the seed's pending ones too once a minute old), and the
+        # rows its probe may look at: every pending row due by now
+        due, candidates = conn.execute(
+            "SELECT count(*) FILTER (WHERE next_attempt_at < now() - interval '60 s'),"
+            " count(*) FROM deliveries WHERE status = 'pending' AND next_attempt_at <= now()"
+        ).fetchone() or (0, 0)
+        conn.execute("SET LOCAL enable_sort = off")  # as the dispatcher's Store runs it
+        plan = _explain(conn, "sweeper", "sweep",
+                        {"after_s": 60.0, "per_endpoint": 100, "limit": 1000})
+        read = _rows_examined(plan, parents(conn), "deliveries")
+        assert plan["Actual Rows"] == due >= 10, (plan["Actual Rows"], due)
+        assert read <= 3 * candidates < BACKLOG / 10, (read, candidates)
+        assert conn.execute("SELECT count(*) FROM deliveries WHERE delivery_id = ANY(%s)"
+                            " AND next_attempt_at >= now()", (overdue,)).fetchone() == (10,)
+
+
+def test_coalescing_reads_its_keys_rows_once_the_day_is_analyzed(history_url: str) -> None:
+    """The coalescing statement needs deliveries_coalesce, a partial index on pending rows
+    like two others, and the planner picks among them by statistics: planned from a day
+    analyzed before its backlog, it read every pending row of the day through
+    deliveries_pending_age (20,000 to find none). No shape of the statement rules that
+    out, so the day is analyzed after each 10,000 changed rows (migration 0016, done by
+    autovacuum within its next round): analyzed, it reads the key's rows only."""
+    with psycopg.connect(history_url) as conn, conn.transaction(force_rollback=True):
+        conn.execute(BACKLOG_SQL)
+        conn.execute("UPDATE deliveries SET coalescing_key = 'order-1' WHERE delivery_id IN"
+                     " (SELECT delivery_id FROM deliveries WHERE endpoint_id = %s"
+                     "  AND status = 'pending' ORDER BY delivery_id DESC LIMIT 3)", (_ep(2),))
+        conn.execute(psycopg.sql.SQL("ANALYZE {}").format(psycopg.sql.Identifier(
+            f"deliveries_p{datetime.now(UTC):%Y%m%d}")))
+        plan = _explain(conn, "fanout", "coalesce", {"endpoint_id": [_ep(2)],
+                                                     "key": ["order-1"]})
+        read = _rows_examined(plan, parents(conn), "deliveries")
+        assert plan["Actual Rows"] == 2  # the two older of the three superseded
+        assert read <= 3 * 3, read
+
+
+def _deliveries_index_reads(conn: psycopg.Connection[Any]) -> int:
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    (n,) = conn.execute(
+        "SELECT coalesce(sum(s.idx_tup_read), 0) FROM pg_stat_user_indexes s"
+        " JOIN pg_inherits i ON i.inhrelid = s.relid JOIN pg_class p ON p.oid = i.inhparent"
+        " WHERE p.relname = 'deliveries'").fetchone() or (0,)
+    return int(n)
+
+
+async def _gone(conn: psycopg.Connection[Any], app: str) -> None:
+    """Until every backend of ``app`` has exited: a backend flushes its statistics as it
+    exits, and they are only then in pg_stat_user_indexes."""
+    deadline = time.monotonic() + 10
+    while conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+                       (app,)).fetchone() != (0,):
+        assert time.monotonic() < deadline, f"{app} still connected"
+        await asyncio.sleep(0.05)
+
+
+async def test_the_dispatchers_sweep_is_planned_without_sorts(history_url: str) -> None:
+    """The same backlog, committed, swept by the dispatcher's Store: the index entries
+    its backend read (pg_stat_user_indexes) stay about the rows it returned. Without
+    the Store's enable_sort off, the planner sorts deliveries_pending_age's rows and
+    this reads the whole backlog."""
+    tag = uuid.uuid4().hex[:8]
+    with psycopg.connect(history_url, autocommit=True) as watch:
+        try:
+            with psycopg.connect(history_url, autocommit=True,
+                                 application_name=f"setup-{tag}") as conn:
+                conn.execute(BACKLOG_SQL)
+                conn.execute("UPDATE deliveries SET next_attempt_at = now() - interval '1 h'"
+                             " WHERE delivery_id IN (SELECT delivery_id FROM deliveries"
+                             "  WHERE endpoint_id = %s AND status = 'pending'"
+                             "  ORDER BY delivery_id DESC LIMIT 10)", (_ep(2),))
+                conn.execute("UPDATE deliveries SET parked = true,"
+                             " next_attempt_at = now() + interval '1 h' WHERE endpoint_id = %s"
+                             " AND status = 'pending'"
+                             " AND next_attempt_at > now() - interval '1 min'", (_ep(2),))
+                # the index entries of the rows' versions before these updates go too:
+                # a scan reads a dead entry until it is vacuumed (or once, to mark it)
+                conn.execute(psycopg.sql.SQL("VACUUM {}").format(psycopg.sql.Identifier(
+                    f"deliveries_p{datetime.now(UTC):%Y%m%d}")))
+            await _gone(watch, f"setup-{tag}")
+            before = _deliveries_index_reads(watch)
+            st = Store(f"{history_url}?application_name=sweep-{tag}", 30.0, max_size=1)
+            await st.open()
+            swept = await st.sweep(after_s=60.0, per_endpoint=100, limit=1000)
+            await st.close()
+            await _gone(watch, f"sweep-{tag}")
+            read = _deliveries_index_reads(watch) - before
+        finally:
+            watch.execute("DELETE FROM deliveries WHERE endpoint_id = %s AND attempts = 0"
+                          " AND committed_at > now() - interval '1 h'", (_ep(2),))
+            watch.execute("DELETE FROM events e WHERE committed_at > now() - interval '1 h'"
+                          " AND NOT EXISTS (SELECT FROM deliveries d WHERE d.event_id ="
+                          " e.event_id AND d.committed_at = e.committed_at)")
+    assert len(swept) >= 10 and read <= 3 * (len(swept) + 50) < BACKLOG / 10, (read, len(swept))
+
+
+def _rows_examined(node: dict[str, Any], parent: dict[str, str], table: str) -> int:
+    """Rows the scans of ``table``'s partitions looked at, over all their loops: those
+    returned and those their filters threw away."""
+    own = 0
+    if "Scan" in node["Node Type"] and parent.get(node.get("Relation Name", ""), "") == table:
+        own = int(node["Actual Loops"]) * sum(int(node.get(k, 0)) for k in (
+            "Actual Rows", "Rows Removed by Filter", "Rows Removed by Index Recheck"))
+    return own + sum(_rows_examined(child, parent, table) for child in node.get("Plans", []))
+
+
+def _relations(node: dict[str, Any]) -> Iterator[str]:
+    """The tables the plan's scans read (a scan never executed reads nothing)."""
+    if "Relation Name" in node and "Scan" in node["Node Type"] and node["Actual Loops"]:
+        yield node["Relation Name"]
+    for child in node.get("Plans", []):
+        yield from _relations(child)

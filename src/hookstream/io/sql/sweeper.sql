@@ -7,6 +7,16 @@
 -- sweepers skip each other's rows; the caller then produces their tasks. A crash in
 -- between leaves them due again after the bound: a delay, never a loss. Bounded per
 -- endpoint and in total; the per-endpoint probe uses deliveries_due.
+-- The probe reads the endpoint's pending rows in due order only up to now (each reason
+-- implies it): past that lie the parked rows of a slow endpoint's drain schedule, which
+-- a sweep that found fewer than per_endpoint rows read whole, every sweep (a 20 k
+-- backlog read in full for nothing). Rows are locked as the probe returns them, so the
+-- update joins them by primary key; a second join of the picked rows to deliveries on
+-- status = 'pending' was planned as a hash join over every pending row of every day
+-- (statistics older than the backlog make the status partial indexes look empty).
+-- The same stale statistics let the probe read deliveries_pending_age (created_at order,
+-- every pending row of the partition for each endpoint) and sort: the caller runs this
+-- with enable_sort off, so only the index that gives next_attempt_at order is left.
 WITH picked AS (
     SELECT d.delivery_id, d.committed_at, d.reason
     FROM endpoints e
@@ -17,27 +27,27 @@ WITH picked AS (
                     ELSE 'lost' END AS reason
         FROM deliveries x
         WHERE x.endpoint_id = e.id AND x.status = 'pending'
+          AND x.next_attempt_at <= greatest(now(), e.released_at)
           AND (x.next_attempt_at < now() - make_interval(secs => %(after_s)s)
                OR x.next_attempt_at < e.released_at
                OR (x.parked AND x.next_attempt_at <= now()))
         ORDER BY x.next_attempt_at
         LIMIT %(per_endpoint)s
+        FOR UPDATE OF x SKIP LOCKED
     ) d
     WHERE e.status = 'active'
     LIMIT %(limit)s
-),
-locked AS (
-    SELECT x.delivery_id, x.committed_at, picked.reason
-    FROM deliveries x JOIN picked USING (delivery_id, committed_at)
-    WHERE x.status = 'pending'
-    FOR UPDATE OF x SKIP LOCKED
 )
 UPDATE deliveries d
 SET next_attempt_at = now(), parked = false
-FROM locked
-WHERE d.delivery_id = locked.delivery_id AND d.committed_at = locked.committed_at
+FROM picked
+WHERE d.delivery_id = picked.delivery_id AND d.committed_at = picked.committed_at
+  -- the picked rows' keys as an array too: a join alone was priced at a probe of every
+  -- partition per row and hashed the whole table instead
+  AND d.delivery_id = ANY(ARRAY(SELECT delivery_id FROM picked))
+  AND d.committed_at = ANY(ARRAY(SELECT committed_at FROM picked))
 RETURNING d.delivery_id, d.event_id, d.endpoint_id, d.tenant, d.lease_version, d.attempts,
-          d.committed_at, locked.reason
+          d.committed_at, picked.reason
 
 -- name: postpone
 -- A deferred task's due time is the row's too: the sweeper then tells a delivery waiting
@@ -47,7 +57,9 @@ SET next_attempt_at = to_timestamp(x.due)
 FROM unnest(%(ids)b::uuid[], %(committed_at)b::timestamptz[], %(versions)b::int[],
             %(due)b::float8[]) AS x(id, committed_at, version, due)
 WHERE d.delivery_id = x.id AND d.committed_at = x.committed_at AND d.lease_version = x.version
-  AND d.status = 'pending'
+  -- by primary key in the batch's days (dispatcher.sql's claim says why)
+  AND d.delivery_id = ANY(%(ids)b::uuid[]) AND d.committed_at = ANY(%(committed_at)b::timestamptz[])
+  AND CASE d.status WHEN 'pending' THEN true ELSE false END
 
 -- name: park
 -- A slow endpoint's excess backlog: the rows wait in PostgreSQL, due at their slot of the
@@ -57,7 +69,9 @@ SET next_attempt_at = to_timestamp(x.due), parked = true
 FROM unnest(%(ids)b::uuid[], %(committed_at)b::timestamptz[], %(versions)b::int[],
             %(due)b::float8[]) AS x(id, committed_at, version, due)
 WHERE d.delivery_id = x.id AND d.committed_at = x.committed_at AND d.lease_version = x.version
-  AND d.status = 'pending'
+  -- by primary key in the batch's days (dispatcher.sql's claim says why)
+  AND d.delivery_id = ANY(%(ids)b::uuid[]) AND d.committed_at = ANY(%(committed_at)b::timestamptz[])
+  AND CASE d.status WHEN 'pending' THEN true ELSE false END
 
 -- name: pull_forward
 -- An endpoint that now drains faster than when its backlog was parked: the remaining
