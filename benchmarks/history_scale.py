@@ -408,6 +408,16 @@ async def dispatch_round(url: str, tasks: list[DeliveryTask], batch: int) -> dic
             "attempts_per_s": round(attempts / db_s) if db_s else 0}
 
 
+def autovacuum_now(url: str) -> list[str]:
+    """What autovacuum is doing on the whole server now (both databases share the
+    two cores and the disk): a worker on a seeded partition is a core the measurement
+    does not have."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        return [r[0] for r in conn.execute(
+            "SELECT coalesce(datname, '') || ': ' || coalesce(query, '') FROM pg_stat_activity"
+            " WHERE backend_type = 'autovacuum worker'").fetchall()]
+
+
 def throughput(urls: dict[str, str], rounds: int, events: int, batch: int) -> dict[str, Any]:
     out: dict[str, Any] = {k: {"fanout": [], "dispatcher": []} for k in urls}
     for name in ("empty", "full"):  # warm both: plans, caches
@@ -424,6 +434,7 @@ def throughput(urls: dict[str, str], rounds: int, events: int, batch: int) -> di
             f, tasks = fanout_round(urls[name], events, r * events)
             d = asyncio.run(dispatch_round(urls[name], tasks, batch))
             f["autovacuum_workers"], f["other_active_backends"] = busy
+            d["autovacuum_after"] = autovacuum_now(urls[name])
             out[name]["fanout"].append(f)
             out[name]["dispatcher"].append(d)
             print(f"  round {r + 1} {name}: fanout {f['deliveries_per_s']} deliveries/s,"
@@ -476,7 +487,9 @@ def wal_and_hot(url: str, today: date, cycles: int, batch: int) -> dict[str, Any
                              " FROM pg_stat_bgwriter").fetchone()
         lsn0 = conn.execute("SELECT pg_current_wal_lsn()").fetchone()
         wal0 = wal_counters(conn)
+        vacuuming = autovacuum_now(url)
         d = asyncio.run(dispatch_round(url, tasks, batch))
+        vacuuming += autovacuum_now(url)
         lsn1 = conn.execute("SELECT pg_current_wal_lsn()").fetchone()
         wal = conn.execute("SELECT pg_wal_lsn_diff(%s, %s)",
                            (lsn1[0] if lsn1 else None, lsn0[0] if lsn0 else None)).fetchone()
@@ -502,6 +515,9 @@ def wal_and_hot(url: str, today: date, cycles: int, batch: int) -> dict[str, Any
             "wal_records_per_attempt": per(wal1[0] - wal0[0], d["attempts"]),
             "full_page_images_per_attempt": per(wal1[1] - wal0[1], d["attempts"], 3),
             "wal_counted_bytes_per_attempt": per(wal1[2] - wal0[2], d["attempts"]),
+            # before and after the dispatch: its WAL is in the LSN distance, not
+            # (until the worker reports) in the counters
+            "autovacuum": vacuuming,
             "hot": hot, "explain_claim": claim_plan}
 
 

@@ -286,3 +286,28 @@ def test_fanout_large_event_in_bounded_statements(stack: Stack, db_url: str,
         assert set(tasks.values()) == {1}
     finally:
         rig.close()
+
+
+def test_endpoints_changed_while_their_audience_is_reused_are_still_right(
+        stack: Stack, db_url: str, topics: Topics) -> None:
+    """The audience of a (tenant, type) is reused for FANOUT_AUDIENCE_TTL_S (an hour
+    here, so every batch below reuses what it can): an endpoint added meanwhile gets the
+    next event, one disabled meanwhile does not, and a type nobody subscribed to is
+    asked for again, so its first subscriber gets the very next event."""
+    rig = Rig(stack, db_url, topics, audience_ttl_s=3600.0)
+    try:
+        (first,) = add_endpoints(db_url, "acme", 1, event_types=["invoice.*"])
+        rig.run(envelope("acme", "invoice.paid"), envelope("acme", "order.created"))
+        assert len(rig.fanout.audiences) == 1  # invoice.paid reached someone; order.* nobody
+        (added,) = add_endpoints(db_url, "acme", 1, event_types=["invoice.*"])
+        (orders,) = add_endpoints(db_url, "acme", 1, event_types=["order.*"])
+        with psycopg.connect(db_url) as conn:
+            conn.execute("UPDATE endpoints SET status = 'disabled' WHERE id = %s", (first,))
+        paid, created = envelope("acme", "invoice.paid"), envelope("acme", "order.created")
+        result = rig.run(paid, created)
+        got = {ev: {ep for (e, ep) in _rows(db_url) if e == ev}
+               for ev in (str(paid.event_id), str(created.event_id))}
+        assert got == {str(paid.event_id): {added}, str(created.event_id): {orders}}
+        assert result.created == 2
+    finally:
+        rig.close()

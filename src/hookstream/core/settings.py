@@ -358,6 +358,12 @@ class FanoutSettings(CommonSettings):
         " least-behind partition's lag: larger batches cost those deliveries nothing and"
         " spare the saturated machine round trips; 0: never wait for that reason)")
     retry_window_s: float = env_field("RETRY_WINDOW_S", 86_400.0, pos_float)
+    audience_ttl_s: float = env_field(
+        "FANOUT_AUDIENCE_TTL_S", 1.0, nonneg_float,
+        "how long the endpoint count of a (tenant, type) is reused to plan statements (an"
+        " endpoint added meanwhile is still reached, a statement may hold its rows beyond"
+        " the cap below until then; one that reached nobody is always asked again;"
+        " 0: ask every batch)")
     max_rows_per_statement: int = env_field(
         "FANOUT_MAX_ROWS_PER_STATEMENT", 5_000, pos_int,
         "delivery rows created (and held in memory) per statement; a larger fan-out is "
