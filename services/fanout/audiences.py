@@ -2,7 +2,8 @@
 
 Every fanout batch asked PostgreSQL how many endpoints each of its (tenant, type) pairs
 reaches (plan.py cuts statements from that): one statement more on the path of every
-event, at moderate load a fifth of the fanout's database time (issue #15). The answer
+event and in every saturated batch (issue #15; what it saves is not yet measured on its
+own: BENCHMARKS.md, "Latency", 2026-12-03). The answer
 changes only when endpoints do, so it is kept for ``ttl_s``. What a stale answer can do,
 and why that is safe:
 
