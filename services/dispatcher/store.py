@@ -14,7 +14,7 @@ from psycopg_pool import AsyncConnectionPool
 from hookstream.core.codec import DeliveryTask, TaskKind
 from hookstream.core.secretbox import Keyring, OpenedSecrets
 from hookstream.io import queries
-from hookstream.io.pg import translated
+from hookstream.io.pg import plan_with_values_async, translated
 from hookstream.policy.circuit import CircuitState
 
 Q = queries.load("dispatcher")
@@ -75,8 +75,10 @@ class Store:
         self.lease_s = lease_s
         # Secrets arrive sealed; opened here, at the boundary, once per version.
         self.secrets = OpenedSecrets(keyring or Keyring())
+        # Every statement planned with its values: only then does a batch's
+        # committed_at = ANY(...) prune to its days (hookstream.io.pg).
         self.pool = AsyncConnectionPool(
-            dsn, min_size=1, max_size=max_size, open=False,
+            dsn, min_size=1, max_size=max_size, open=False, configure=plan_with_values_async,
             kwargs={"autocommit": True, "row_factory": dict_row})
 
     @translated

@@ -37,7 +37,7 @@ from hookstream.io.kafka import (
     consumer_config,
     publish_until_acked_sync,
 )
-from hookstream.io.pg import DatabaseUnavailable, DataRejected, translating
+from hookstream.io.pg import DatabaseUnavailable, DataRejected, plan_with_values, translating
 from hookstream.ops.lag import LagSnapshot, smallest_lag_s
 from hookstream.ops.observability import at_zero
 from hookstream.ops.sampling import Sample
@@ -418,6 +418,7 @@ class Fanout:
         # Driver errors leave as DatabaseUnavailable (retried), or untranslated for a bug.
         with translating(), psycopg.connect(self.settings.database_url, autocommit=True,
                                             connect_timeout=10) as conn:
+            plan_with_values(conn)  # a batch's days pruned by its values (hookstream.io.pg)
             self._status(None)
             while not self.stop.is_set():
                 # With tasks on their way, only look: if nothing is there, settle them

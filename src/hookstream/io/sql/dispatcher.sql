@@ -65,7 +65,9 @@ abandoned AS (
     FROM claimed c
     WHERE a.delivery_id = c.delivery_id AND a.attempt_no = c.attempts - 1
       AND a.committed_at = c.committed_at AND a.outcome = 'in_flight'
-      AND a.committed_at = ANY(%(committed_at)b::timestamptz[])  -- plan-time pruning
+      -- by primary key in the batch's days (see record_outcomes)
+      AND a.delivery_id = ANY(%(delivery_id)b::uuid[])
+      AND a.committed_at = ANY(%(committed_at)b::timestamptz[])
 )
 SELECT c.delivery_id, c.lease_version, c.attempts AS attempt_no, c.endpoint_id, c.event_id,
        c.manual, extract(epoch FROM c.expires_at)::float8 AS expires_at_s, c.committed_at,
@@ -115,7 +117,10 @@ att AS (
     FROM o
     WHERE a.delivery_id = o.delivery_id AND a.attempt_no = o.attempt_no
       AND a.committed_at = o.committed_at
-      AND a.committed_at = ANY(%(committed_at)b::timestamptz[])  -- plan-time pruning
+      -- by primary key in the batch's days, as deliveries below: without the ids a plan
+      -- made from a young day's statistics read the day's attempts whole per call
+      AND a.delivery_id = ANY(%(delivery_id)b::uuid[])
+      AND a.committed_at = ANY(%(committed_at)b::timestamptz[])
 )
 UPDATE deliveries d
 SET status = o.status,
