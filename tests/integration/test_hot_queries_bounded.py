@@ -485,6 +485,69 @@ def test_a_batch_reads_its_rows_not_the_days_backlog(history_url: str) -> None:
                             ([b[0] for b in batch],)).fetchone() == (len(batch),)
 
 
+def _nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield node
+    for child in node.get("Plans", []):
+        yield from _nodes(child)
+
+
+def _batch_joins(plan: dict[str, Any], n: int, parent: dict[str, str]) -> dict[str, Any]:
+    """What in ``plan`` grows with the square of its batch of ``n`` rows: a join that
+    compares each row with every other (its join filter throws away ~n² rows), and a
+    probe per row whose index condition also walks an array of the whole batch (an
+    ``= ANY`` of a parameter, searched element by element on every probe); and the
+    cause of both, the planner expecting a handful of rows where the batch reads n."""
+    found: dict[str, Any] = {}
+    expected = 0.0
+    for node in _nodes(plan):
+        removed = int(node.get("Rows Removed by Join Filter", 0))
+        if removed >= n * n // 4:
+            found[f"{node['Node Type']}: join filter removed"] = removed
+        name = parent.get(node.get("Relation Name", ""), "")
+        cond = node.get("Index Cond", "")
+        if int(node.get("Actual Loops", 0)) > 1 and "ANY" in cond:
+            found[f"{node['Node Type']} of {name} per row, with"] = cond[:120]
+        if (name == "deliveries" and "Scan" in node["Node Type"]
+                and node.get("Parent Relationship") != "Inner"):
+            expected += float(node["Plan Rows"])
+    if expected < n / 10:
+        found["deliveries rows expected"] = expected
+    return found
+
+
+def test_a_batch_is_joined_to_its_rows_once_not_row_by_row(history_url: str) -> None:
+    """Issue #15's saturation gap. The batch statements named the batch's days as
+    committed_at = ANY(its commit times); PostgreSQL multiplies that by the selectivity
+    of delivery_id = ANY(its ids), as if independent, and expected one row from a claim
+    of 200. On that estimate it ran each join to the batch as a nested loop with the
+    batch inside: the claim compared every row with every task (39,800 rows removed by
+    its join filter), read endpoints whole once per row, and its takeover update walked
+    all 200 ids per probe; 35 ms a claim where the same work by hash takes 9 ms, and
+    more as the batch grows. Each batch statement must expect about its batch, and join
+    it in one pass."""
+    n = 200
+    with psycopg.connect(history_url) as conn, conn.transaction(force_rollback=True):
+        conn.execute(BACKLOG_SQL)
+        # a dispatcher's batch: mostly today's rows, a few retries of yesterday's
+        batch = conn.execute(
+            "(SELECT delivery_id, committed_at FROM deliveries WHERE endpoint_id = %s"
+            "  AND status = 'pending' ORDER BY delivery_id DESC LIMIT %s)"
+            " UNION ALL (SELECT delivery_id, committed_at FROM deliveries"
+            "  WHERE committed_at >= now() - interval '1 day' - interval '1 hour'"
+            "    AND committed_at < now() - interval '1 day' ORDER BY delivery_id LIMIT 10)",
+            (_ep(2), n - 10)).fetchall()
+        assert len(batch) == n
+        conn.execute("UPDATE deliveries SET status = 'pending' WHERE delivery_id = ANY(%s)",
+                     ([b[0] for b in batch],))
+        plans = _batch_plans(conn, batch)
+        parent = parents(conn)
+        wrong = {name: found for name, (plan, _) in plans.items()
+                 if name.startswith(("dispatcher.", "sweeper."))
+                 and (found := _batch_joins(plan, n, parent))}
+        assert not wrong, repr(wrong)
+        assert plans["dispatcher.claim"][0]["Actual Rows"] == n
+
+
 def test_a_sweep_reads_the_due_rows_not_the_parked_backlog(history_url: str) -> None:
     """A slow endpoint's backlog parked at its slots (an hour ahead here), ten of its rows
     overdue (their tasks lost), and the seed's 50 pending rows. The sweep read each

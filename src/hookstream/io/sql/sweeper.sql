@@ -58,7 +58,9 @@ FROM unnest(%(ids)b::uuid[], %(committed_at)b::timestamptz[], %(versions)b::int[
             %(due)b::float8[]) AS x(id, committed_at, version, due)
 WHERE d.delivery_id = x.id AND d.committed_at = x.committed_at AND d.lease_version = x.version
   -- by primary key in the batch's days (dispatcher.sql's claim says why)
-  AND d.delivery_id = ANY(%(ids)b::uuid[]) AND d.committed_at = ANY(%(committed_at)b::timestamptz[])
+  AND d.delivery_id = ANY(%(ids)b::uuid[])
+  AND d.committed_at >= hookstream_days_from(%(committed_at)b::timestamptz[])
+  AND d.committed_at < hookstream_days_until(%(committed_at)b::timestamptz[])
   AND CASE d.status WHEN 'pending' THEN true ELSE false END
 
 -- name: park
@@ -70,7 +72,9 @@ FROM unnest(%(ids)b::uuid[], %(committed_at)b::timestamptz[], %(versions)b::int[
             %(due)b::float8[]) AS x(id, committed_at, version, due)
 WHERE d.delivery_id = x.id AND d.committed_at = x.committed_at AND d.lease_version = x.version
   -- by primary key in the batch's days (dispatcher.sql's claim says why)
-  AND d.delivery_id = ANY(%(ids)b::uuid[]) AND d.committed_at = ANY(%(committed_at)b::timestamptz[])
+  AND d.delivery_id = ANY(%(ids)b::uuid[])
+  AND d.committed_at >= hookstream_days_from(%(committed_at)b::timestamptz[])
+  AND d.committed_at < hookstream_days_until(%(committed_at)b::timestamptz[])
   AND CASE d.status WHEN 'pending' THEN true ELSE false END
 
 -- name: pull_forward
