@@ -548,6 +548,23 @@ def test_a_batch_is_joined_to_its_rows_once_not_row_by_row(history_url: str) -> 
         assert plans["dispatcher.claim"][0]["Actual Rows"] == n
 
 
+@pytest.mark.parametrize("zone", ["UTC", "America/Sao_Paulo", "Asia/Kolkata"])
+def test_a_batchs_days_are_the_utc_days_of_its_rows(history_url: str, zone: str) -> None:
+    """The bounds the batch statements prune by (0017) hold every row of the batch and
+    are whole UTC days, the partitions' (0014), whatever the session's time zone; an
+    empty batch selects nothing (NULL bounds)."""
+    at = [datetime(2026, 12, 3, 23, 59, 59, 999_999, tzinfo=UTC),
+          datetime(2026, 12, 1, 0, 0, tzinfo=UTC), datetime(2026, 12, 2, 12, tzinfo=UTC)]
+    with psycopg.connect(history_url) as conn:
+        conn.execute(f"SET TimeZone = '{zone}'")
+        row = conn.execute("SELECT hookstream_days_from(%(at)s::timestamptz[]),"
+                           " hookstream_days_until(%(at)s::timestamptz[]),"
+                           " hookstream_days_from('{}'), hookstream_days_until('{}')",
+                           {"at": at}).fetchone()
+    assert row == (datetime(2026, 12, 1, tzinfo=UTC), datetime(2026, 12, 4, tzinfo=UTC),
+                   None, None)
+
+
 def test_a_sweep_reads_the_due_rows_not_the_parked_backlog(history_url: str) -> None:
     """A slow endpoint's backlog parked at its slots (an hour ahead here), ten of its rows
     overdue (their tasks lost), and the seed's 50 pending rows. The sweep read each
