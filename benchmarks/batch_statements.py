@@ -47,11 +47,8 @@ def explain_claims(url: str, claim_sql: str, tasks: list[DeliveryTask], batch: i
         for i in range(EXPLAINS):
             some = tasks[(i * batch) % (len(tasks) - batch):][:batch]
             with conn.transaction(force_rollback=True):
-                row = conn.execute("EXPLAIN (ANALYZE, SUMMARY, FORMAT JSON) " + claim_sql, {
-                    "delivery_id": [t.delivery_id for t in some],
-                    "committed_at": [t.committed_at for t in some],
-                    "lease_version": [t.lease_version for t in some],
-                    "manual": [False] * len(some), "lease_s": 30.0}).fetchone()
+                row = conn.execute("EXPLAIN (ANALYZE, SUMMARY, FORMAT JSON) " + claim_sql,
+                                   hs.claim_params(some)).fetchone()
             assert row is not None
             plan.append(row[0][0]["Planning Time"])
             execute.append(row[0][0]["Execution Time"])

@@ -464,14 +464,19 @@ def table_stats(conn: psycopg.Connection[Any], tables: list[str]) -> dict[str, t
     return {r[0]: (int(r[1]), int(r[2])) for r in rows}
 
 
+def claim_params(tasks: list[DeliveryTask]) -> dict[str, Any]:
+    """The claim statement's parameters for ``tasks``, as the Store passes them."""
+    return {"delivery_id": [t.delivery_id for t in tasks],
+            "committed_at": [t.committed_at for t in tasks],
+            "lease_version": [t.lease_version for t in tasks],
+            "manual": [False] * len(tasks), "lease_s": LEASE_S}
+
+
 def explain_claim(url: str, tasks: list[DeliveryTask]) -> dict[str, Any]:
     """EXPLAIN ANALYZE of one claim of ``tasks`` (rolled back): planning vs execution."""
     with psycopg.connect(url) as conn:
-        plan_rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + DISPATCH["claim"], {
-            "delivery_id": [t.delivery_id for t in tasks],
-            "committed_at": [t.committed_at for t in tasks],
-            "lease_version": [t.lease_version for t in tasks],
-            "manual": [False] * len(tasks), "lease_s": LEASE_S}).fetchall()
+        plan_rows = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + DISPATCH["claim"],
+                                 claim_params(tasks)).fetchall()
         conn.rollback()
     lines = [r[0] for r in plan_rows]
     return {"tasks": len(tasks), "summary": [x for x in lines if x.startswith(

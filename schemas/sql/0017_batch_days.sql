@@ -10,9 +10,10 @@
 -- committed_at between the first and the last day's bounds prunes to those days (every
 -- day between too: a batch mixing a weeks-old manual replay with today's rows probes
 -- each partition between, one index probe per id) and is, for the planner, the whole of
--- each day's partition: the estimate is the batch, the joins hash the batch once. Both functions are immutable, so a plan made with the batch's
--- values (hookstream.io.pg.plan_with_values) holds their results as constants; a generic
--- plan computes them once when it starts and still prunes then. UTC days, as the
+-- each day's partition: the estimate is the batch, the joins hash the batch once. Both
+-- functions are immutable, so a plan made with the batch's values
+-- (hookstream.io.pg.plan_with_values) holds their results as constants; a generic plan
+-- computes them once when it starts and still prunes then. UTC days, as the
 -- partitions (0014). An empty array gives NULL bounds, which select nothing.
 -- PL/pgSQL, not SQL: the planner folds the calls with the batch's values, and an SQL
 -- function's body is parsed and planned again on each call (0.2–0.3 ms of planning
