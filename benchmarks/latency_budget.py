@@ -3,8 +3,9 @@
 The budget of one healthy delivery (issue #15), every timestamp from the same host clock:
 
     commit (outbox.created_at) → published (outbox.published_at, after the broker's ack)
-    → stored (events.stored_at, the fanout's first statement) → deliveries created
-    (deliveries.created_at, its second) → [task produced, consumed]
+    → stored (events.stored_at, the fanout's statement) → deliveries created
+    (deliveries.created_at: the same statement, so the same instant, for the common
+    batch; the second statement on the fanout's general path) → [task produced, consumed]
     → claim sent → claimed → request started (attempts.started_at) → arrival at the
     receiver (the farm's first sight of the webhook-id) → response (attempts.finished_at)
 

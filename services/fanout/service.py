@@ -182,16 +182,20 @@ class Fanout:
         undecodable = len(dead)
         # The same event twice in one batch (relay retry) is one event.
         unique = list({e.event_id: e for e in envelopes}.values())
-        accepted, again, conflicts, refused = (self._store_isolating(conn, unique) if unique
-                                               else ([], set(), 0, []))
-        dead += [self._dead_letter(origin[e.event_id], f"event refused by PostgreSQL: {why}")
-                 for e, why in refused]
+        result = BatchResult(0, 0, 0, 0, undecodable)
+        fast = self._store_and_fan_out(conn, unique, result) if unique else []
+        if fast is not None:
+            accepted = fast
+        else:  # the general path: nothing of the batch was written by the attempt
+            accepted, again, conflicts, refused = self._store_isolating(conn, unique)
+            dead += [self._dead_letter(origin[e.event_id], f"event refused by PostgreSQL: {why}")
+                     for e, why in refused]
+            result.events, result.conflicts = len(unique) - len(refused), conflicts
+            result.refused = len(refused)
+            if accepted:
+                self._fan_out(conn, accepted, again, result)
         # Before the offsets move past them, the dead letters must be durable too.
         self._publish(dead)
-        result = BatchResult(len(unique) - len(refused), 0, 0, conflicts, undecodable,
-                             refused=len(refused))
-        if accepted:
-            self._fan_out(conn, accepted, again, result)
         now = datetime.now(UTC)
         elapsed = time.monotonic() - started
         for e in accepted:
@@ -232,35 +236,81 @@ class Fanout:
         # transaction — a crash before it leaves the events stored and the batch
         # unacknowledged, and the next pass compares them as copies seen before.
         shas = [hashlib.sha256(e.payload).digest() for e in unique]
-        new_ids = {r[0] for r in conn.execute(Q["store_events"], {
-            "event_id": [e.event_id for e in unique],
-            "tenant": [e.tenant for e in unique],
-            "type": [e.type for e in unique],
-            "schema_version": [e.schema_version for e in unique],
-            "object_id": [e.object_id for e in unique],
-            "object_version": [e.object_version for e in unique],
-            "coalescing_key": [e.coalescing_key for e in unique],
-            "occurred_at": [e.occurred_at for e in unique],
-            "committed_at": [e.committed_at for e in unique],
-            "payload": [e.payload for e in unique],
-            "sha": shas,
-        })}
-        seen_before = [(e, s) for e, s in zip(unique, shas, strict=True)
-                       if e.event_id not in new_ids]
-        if seen_before:
-            stored = {r[0]: bytes(r[1]) for r in conn.execute(
-                Q["stored_hashes"], {"ids": [e.event_id for e, _ in seen_before],
-                                     "committed_at": [e.committed_at for e, _ in seen_before]})}
-            for e, sha in seen_before:
-                if stored.get(e.event_id) == sha:
-                    again.add(e.event_id)
-                else:
-                    conflicts += 1
-                    conn.execute(Q["record_conflict"], {"event_id": e.event_id, "sha": sha})
-                    log.error("event id reused with different bytes; rejected",
-                              extra={"event_id": str(e.event_id)})
+        new_ids = {r[0] for r in conn.execute(Q["store_events"], _event_rows(unique, shas))}
+        again, conflicts = self._compare_copies(
+            conn, [(e, s) for e, s in zip(unique, shas, strict=True)
+                   if e.event_id not in new_ids])
         accepted = [e for e in unique if e.event_id in new_ids or e.event_id in again]
         return accepted, again, conflicts
+
+    def _compare_copies(self, conn: psycopg.Connection[Any],
+                        seen_before: list[tuple[EventEnvelope, bytes]],
+                        ) -> tuple[set[uuid.UUID], int]:
+        """Events stored before this batch: the ones with the same bytes (``again``: fanned
+        out once more, their missing rows completed) and the number with other bytes
+        (rejected, recorded, never fanned out)."""
+        again: set[uuid.UUID] = set()
+        conflicts = 0
+        if not seen_before:
+            return again, conflicts
+        stored = {r[0]: bytes(r[1]) for r in conn.execute(
+            Q["stored_hashes"], {"ids": [e.event_id for e, _ in seen_before],
+                                 "committed_at": [e.committed_at for e, _ in seen_before]})}
+        for e, sha in seen_before:
+            if stored.get(e.event_id) == sha:
+                again.add(e.event_id)
+            else:
+                conflicts += 1
+                conn.execute(Q["record_conflict"], {"event_id": e.event_id, "sha": sha})
+                log.error("event id reused with different bytes; rejected",
+                          extra={"event_id": str(e.event_id)})
+        return again, conflicts
+
+    def _store_and_fan_out(self, conn: psycopg.Connection[Any], unique: list[EventEnvelope],
+                           result: BatchResult) -> list[EventEnvelope] | None:
+        """The common batch — no coalescing key, every delivery in one planned statement —
+        stored and fanned out in one statement and one commit (store_and_create), its
+        tasks handed to the producer. Events stored before (relay duplicates, a restart
+        half way, a reused id) then take the general path's comparison and second pass.
+        Returns the events accepted, or None when the batch needs the general path:
+        then nothing of it was written (the statement is all or nothing)."""
+        if any(e.coalescing_key is not None for e in unique):
+            return None  # superseding must commit with the rows it compares: _fan_out
+        keys = [(e.tenant, e.type) for e in unique]
+        shas = [hashlib.sha256(e.payload).digest() for e in unique]
+        try:
+            with translating():
+                statements = plan(keys, self._audiences(conn, keys),
+                                  self.settings.max_rows_per_statement)
+                if len(statements) > 1:
+                    return None
+                chosen = [(unique[s.event], s) for s in (statements[0] if statements else [])]
+                rows = conn.execute(Q["store_and_create"], {
+                    **_event_rows(unique, shas),
+                    "c_event_id": [e.event_id for e, _ in chosen],
+                    "c_tenant": [e.tenant for e, _ in chosen],
+                    "c_type": [e.type for e, _ in chosen],
+                    "c_coalescing_key": [None for _ in chosen],
+                    "c_committed_at": [e.committed_at for e, _ in chosen],
+                    "c_after": [s.after for _, s in chosen],
+                    "c_upto": [s.upto for _, s in chosen],
+                    "window_s": self.settings.retry_window_s,
+                }).fetchall()
+        except DataRejected:
+            # (a text PostgreSQL cannot store, even as a query parameter): the general
+            # path isolates the event that carries it
+            return None
+        stored_now = {r[1] for r in rows if r[0] is None}
+        again, conflicts = self._compare_copies(
+            conn, [(e, sha) for e, sha in zip(unique, shas, strict=True)
+                   if str(e.event_id) not in stored_now])
+        result.events, result.conflicts = len(unique), conflicts
+        result.statements += 1
+        self._emit([r for r in rows if r[0] is not None], set(), unique, result)
+        copies = [e for e in unique if e.event_id in again]
+        if copies:
+            self._fan_out(conn, copies, again, result)
+        return [e for e in unique if str(e.event_id) in stored_now or e.event_id in again]
 
     def _fan_out(self, conn: psycopg.Connection[Any], events: list[EventEnvelope],
                  again: set[uuid.UUID], result: BatchResult) -> None:
@@ -272,24 +322,7 @@ class Fanout:
         completes — see create_deliveries."""
         page = self.settings.max_rows_per_statement
         keys = [(e.tenant, e.type) for e in events]
-        # Recent answers serve (audiences.py says why a stale one is safe): at moderate
-        # load most batches then skip this statement.
-        audiences, missing = self.audiences.split(keys)
-        if missing:
-            # A pair the query returns no row for reaches nobody now.
-            found = dict.fromkeys(missing, Audience(0))
-            found.update({
-                (r[0], r[1]): Audience(r[2], tuple(r[3]))
-                for r in conn.execute(Q["audiences"], {
-                    "tenant": [k[0] for k in missing], "type": [k[1] for k in missing],
-                    "page": page})
-            })
-            self.audiences.keep(found)
-            audiences.update(found)
-        committed_us = {str(e.event_id): _epoch_us(e.committed_at) for e in events}
-        due_us = _epoch_us(datetime.now(UTC))
-        topic = self.topics.deliveries
-        for statement in plan(keys, audiences, page):
+        for statement in plan(keys, self._audiences(conn, keys), page):
             chosen = [events[s.event] for s in statement]
             # Without coalescing keys the statement is the whole transaction: run on
             # its own (autocommit), it costs one round trip instead of three. With
@@ -313,19 +346,45 @@ class Fanout:
                     superseded = {r[0] for r in conn.execute(Q["coalesce"], {
                         "endpoint_id": [r[2] for r in keyed], "key": [r[6] for r in keyed]})}
             result.statements += 1
-            result.created += sum(1 for r in rows if r[7])
-            result.coalesced += len(superseded)
-            self.metrics.statement_rows.observe(len(rows))
-            # A row superseded in the same transaction needs no task (it can never be
-            # claimed); rows superseded from earlier batches already had theirs.
-            tasks = [
-                Record(topic, key, encode_new_task(delivery_id, event_id, endpoint_id, tenant,
-                                                   due_us, committed_us[event_id],
-                                                   lease_version))
-                for (delivery_id, event_id, endpoint_id, key, tenant, lease_version,
-                     _ck, _created) in rows if delivery_id not in superseded]
-            self._send(tasks)
-            result.tasks += len(tasks)
+            self._emit(rows, superseded, events, result)
+
+    def _audiences(self, conn: psycopg.Connection[Any], keys: list[tuple[str, str]],
+                   ) -> dict[tuple[str, str], Audience]:
+        """How many endpoints each (tenant, type) reaches. Recent answers serve
+        (audiences.py says why a stale one is safe): at moderate load most batches then
+        skip this statement."""
+        audiences, missing = self.audiences.split(keys)
+        if missing:
+            # A pair the query returns no row for reaches nobody now.
+            found = dict.fromkeys(missing, Audience(0))
+            found.update({
+                (r[0], r[1]): Audience(r[2], tuple(r[3]))
+                for r in conn.execute(Q["audiences"], {
+                    "tenant": [k[0] for k in missing], "type": [k[1] for k in missing],
+                    "page": self.settings.max_rows_per_statement})
+            })
+            self.audiences.keep(found)
+            audiences.update(found)
+        return audiences
+
+    def _emit(self, rows: list[tuple[Any, ...]], superseded: set[str],
+              events: list[EventEnvelope], result: BatchResult) -> None:
+        """One statement's delivery rows → their tasks, handed to the producer."""
+        result.created += sum(1 for r in rows if r[7])
+        result.coalesced += len(superseded)
+        self.metrics.statement_rows.observe(len(rows))
+        committed_us = {str(e.event_id): _epoch_us(e.committed_at) for e in events}
+        due_us = _epoch_us(datetime.now(UTC))
+        topic = self.topics.deliveries
+        # A row superseded in the same transaction needs no task (it can never be
+        # claimed); rows superseded from earlier batches already had theirs.
+        tasks = [
+            Record(topic, key, encode_new_task(delivery_id, event_id, endpoint_id, tenant,
+                                               due_us, committed_us[event_id], lease_version))
+            for (delivery_id, event_id, endpoint_id, key, tenant, lease_version,
+                 _ck, _created) in rows if delivery_id not in superseded]
+        self._send(tasks)
+        result.tasks += len(tasks)
 
     def _send(self, records: list[Record]) -> None:
         """Hand ``records`` to the producer without waiting, once the previous
@@ -446,6 +505,23 @@ class Fanout:
                 self.metrics.deliveries.inc(result.created)
                 self.metrics.tasks.inc(result.tasks)
                 self.metrics.coalesced.inc(result.coalesced)
+
+
+def _event_rows(events: list[EventEnvelope], shas: list[bytes]) -> dict[str, list[Any]]:
+    """The events as store_events (and store_and_create) take them: one array a column."""
+    return {
+        "event_id": [e.event_id for e in events],
+        "tenant": [e.tenant for e in events],
+        "type": [e.type for e in events],
+        "schema_version": [e.schema_version for e in events],
+        "object_id": [e.object_id for e in events],
+        "object_version": [e.object_version for e in events],
+        "coalescing_key": [e.coalescing_key for e in events],
+        "occurred_at": [e.occurred_at for e in events],
+        "committed_at": [e.committed_at for e in events],
+        "payload": [e.payload for e in events],
+        "sha": shas,
+    }
 
 
 def _next_offsets(messages: list[Message]) -> dict[TP, int]:

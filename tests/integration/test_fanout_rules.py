@@ -9,6 +9,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import psycopg
 import pytest
@@ -172,6 +173,50 @@ def test_fanout_stores_an_event_once_and_rejects_other_bytes_under_its_id(
     assert (dup.conflicts, dup.created, dup.tasks) == (0, 0, 1)
     assert scalar(db_url, "SELECT count(*) FROM deliveries") == 1
     assert len(_rows(db_url)) == 1 and next(iter(_rows(db_url)))[1] == ep
+
+
+def test_a_batch_mixing_new_events_copies_and_a_reused_id_is_fanned_out_right(
+        rig: Rig, db_url: str) -> None:
+    # One batch: a new event, an identical copy of a stored one whose row is still pending
+    # (a relay duplicate), and other bytes under a stored id. The new one is stored and
+    # fanned out in the batch's one statement; the copy's pending row gets its task again;
+    # the reused id gets no row at all (the statement fans out only what it stored).
+    (ep,) = add_endpoints(db_url, "acme", 1)
+    stored, reused = envelope("acme"), envelope("acme", payload={"amount": 10})
+    assert rig.run(stored, reused).created == 2
+    forged = EventEnvelope(**{**{f: getattr(reused, f) for f in reused.__slots__},
+                              "payload": b'{"amount": 9999}'})
+    new = envelope("acme")
+    scalar(db_url, "DELETE FROM deliveries WHERE event_id = %s RETURNING 1", (reused.event_id,))
+    before = rig.tasks()
+    result = rig.run(new, stored, forged)
+    assert (result.events, result.conflicts, result.created, result.tasks) == (3, 1, 1, 2)
+    rows = _rows(db_url)
+    assert set(rows) == {(str(stored.event_id), ep), (str(new.event_id), ep)}
+    sent = rig.tasks() - before
+    assert sent == Counter({rows[(str(stored.event_id), ep)][0]: 1,
+                            rows[(str(new.event_id), ep)][0]: 1})
+    assert scalar(db_url, "SELECT count(*) FROM event_conflicts") == 1
+
+
+def test_a_batch_of_new_events_costs_one_statement(rig: Rig, db_url: str) -> None:
+    # Issue #15: the common batch (new events, no coalescing key, one planned statement)
+    # is stored and fanned out in one round trip and one commit, not two.
+    endpoints = add_endpoints(db_url, "acme", 3)
+    rig.run(envelope("acme"))  # the audience is known from here on (audiences.py)
+    executed: list[str] = []
+    real = rig.conn.execute
+
+    def counted(query: Any, *args: Any, **kwargs: Any) -> Any:
+        executed.append(str(query)[:60])
+        return real(query, *args, **kwargs)
+
+    rig.conn.execute = counted  # type: ignore[method-assign]
+    events = [envelope("acme") for _ in range(5)]
+    result = rig.run(*events)
+    assert (result.created, result.tasks) == (15, 15)
+    assert len(executed) == 1, executed
+    assert {(str(e.event_id), ep) for e in events for ep in endpoints} <= set(_rows(db_url))
 
 
 def _state(db_url: str, e: EventEnvelope) -> tuple[str, str | None]:

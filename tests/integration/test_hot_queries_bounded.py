@@ -164,6 +164,14 @@ HOT: list[tuple[str, str, dict[str, Any]]] = [
         "coalescing_key": [None] * 3, "committed_at": [NOW] * 3, "again": [True] * 3,
         "after": [None] * 3, "upto": [None] * 3, "window_s": 86400.0}),
     ("fanout", "coalesce", {"endpoint_id": [EP], "key": ["k"]}),
+    ("fanout", "store_and_create", {
+        "event_id": SOME, "tenant": ["acme"] * 3, "type": ["invoice.paid"] * 3,
+        "schema_version": [1] * 3, "object_id": [None] * 3, "object_version": [None] * 3,
+        "coalescing_key": [None] * 3, "occurred_at": [NOW] * 3, "committed_at": [NOW] * 3,
+        "payload": [b"{}"] * 3, "sha": [b"x" * 32] * 3,
+        "c_event_id": SOME, "c_tenant": ["acme"] * 3, "c_type": ["invoice.paid"] * 3,
+        "c_coalescing_key": [None] * 3, "c_committed_at": [NOW] * 3, "c_after": [None] * 3,
+        "c_upto": [None] * 3, "window_s": 86400.0}),
     # the API, per request
     ("api", "endpoint_health", {"id": EP, "window_start": HOUR_AGO, "all_statuses": ALL,
                                 "cap": COUNT_CAP}),

@@ -55,6 +55,19 @@ def test_every_record_acknowledged_is_reported_and_readable(stack: Stack, topic:
     assert _count(stack.bootstrap, topic, 2010) == 2010
 
 
+def test_records_beyond_the_local_queue_wait_for_room_and_go_once(
+        stack: Stack, topic: str) -> None:
+    # librdkafka's queue holds 50 here: a batch of 2,000 is queued part by part (the
+    # queue refuses the rest of each produce_batch) and every record is published once.
+    pub = Publisher(stack.bootstrap, "test-pub", **{"queue.buffering.max.messages": 50})
+    records = [Record(topic, str(i % 7).encode(), b"v%d" % i, ref=i) for i in range(2000)]
+    assert pub.publish(records) == []
+    assert asyncio.run(pub.publish_async(records[:120])) == []
+    pub.close()
+    assert _count(stack.bootstrap, topic, 2120) == 2120
+    assert _count(stack.bootstrap, topic, 2121, timeout_s=3) == 2120  # nothing twice
+
+
 def test_a_record_the_broker_never_acknowledges_is_returned_as_failed() -> None:
     # No broker at all, and a short message timeout: librdkafka gives up on every record
     # and its queue is empty again, which is exactly what must not read as success.
