@@ -277,13 +277,14 @@ class Fanout:
         if any(e.coalescing_key is not None for e in unique):
             return None  # superseding must commit with the rows it compares: _fan_out
         keys = [(e.tenant, e.type) for e in unique]
-        shas = [hashlib.sha256(e.payload).digest() for e in unique]
         try:
             with translating():
                 statements = plan(keys, self._audiences(conn, keys),
                                   self.settings.max_rows_per_statement)
                 if len(statements) > 1:
                     return None
+                # hashed only here: a batch sent to the general path is hashed there
+                shas = [hashlib.sha256(e.payload).digest() for e in unique]
                 chosen = [(unique[s.event], s) for s in (statements[0] if statements else [])]
                 rows = conn.execute(Q["store_and_create"], {
                     **_event_rows(unique, shas),
