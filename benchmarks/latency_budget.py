@@ -226,9 +226,20 @@ def _family_count(body: bytes, family_name: str) -> float:
     return 0.0
 
 
+def _deferrals(body: bytes) -> dict[str, float]:
+    for family in text_string_to_metric_families(body.decode()):
+        if family.name == "hookstream_dispatcher_deferred":
+            return {f"dispatcher deferred ({s.labels['reason']})": s.value
+                    for s in family.samples if s.name.endswith("_total")}
+    return {}
+
+
 def batch_counts(services: dict[str, ServiceProcess]) -> dict[str, float]:
-    """How many batches each stage has run so far (its histogram's count)."""
+    """How many batches each stage has run so far (its histogram's count), and how many
+    tasks the dispatcher deferred, by reason: a saturated dispatcher that parks pays a
+    write now and a hand-back later for each parked delivery."""
     out: dict[str, float] = {}
+    bodies: dict[str, bytes] = {}
     for stage, (service, family) in BATCH_COUNTS.items():
         process = services.get(service)
         if process is None:
@@ -236,6 +247,9 @@ def batch_counts(services: dict[str, ServiceProcess]) -> dict[str, float]:
         code, body = process.get("/metrics")
         if code == 200:
             out[stage] = _family_count(body, family)
+            bodies[service] = body
+    if "dispatcher" in bodies:
+        out.update(_deferrals(bodies["dispatcher"]))
     return out
 
 
@@ -256,6 +270,8 @@ def batching(before: dict[str, float], after: dict[str, float], commits: int,
     for stage in after:
         n = after[stage] - before.get(stage, 0.0)
         out[f"{stage}"] = n
+        if stage.startswith("dispatcher deferred"):
+            continue
         unit = deliveries if stage == "dispatcher claims" else events
         out[f"{stage}: per batch"] = round(unit / n, 1) if n else 0.0
     return out

@@ -42,7 +42,7 @@ import orjson
 import psycopg
 from confluent_kafka.admin import AdminClient
 
-from benchmarks import latency_budget
+from benchmarks import latency_budget, pg_statements
 from benchmarks.common import RESULTS, proc_stats
 from hookstream.core.topics import Topics
 from hookstream.dev import localstack
@@ -781,6 +781,8 @@ def print_table(r: dict[str, Any]) -> None:
         rows.append((f"{name}: CPU s / ms per delivery / peak RSS MB",
                      f"{v['cpu_s']:.1f} / {v['cpu_ms_per_delivery']:.3f} / "
                      f"{v.get('peak_rss_mb', '-')}"))
+    if "pg_statements" in r:
+        rows.extend(pg_statements.table_rows(r["pg_statements"]))
     rows.append(("machine busy (both cores, %)", f"{r['machine_busy_pct']:.0f}"))
     rows.append(("load average before / after", f"{r['loadavg_before']} / {r['loadavg_after']}"))
     rc = r["receivers"]
@@ -816,6 +818,9 @@ def main() -> int:
     ap.add_argument("--verify-every", type=int, default=1,
                     help="verify the signature of every Nth request (1 = all)")
     ap.add_argument("--yardsticks", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--pg-statements", action="store_true",
+                    help="report PostgreSQL's planning and execution time per statement"
+                         " (needs pg_stat_statements loaded: benchmarks/pg_statements.py)")
     ap.add_argument("--profile", type=float, default=0.0,
                     help="py-spy each service for this many seconds mid-run")
     ap.add_argument("--drain-timeout", type=float, default=180.0)
@@ -886,6 +891,9 @@ def main() -> int:
         infra0 = {k: monitor.tracker.cpu(k) for k in ("kafka", "postgres", *others)}
         batches0 = latency_budget.batch_counts(services)
         commits0 = latency_budget.database_commits(db)
+        statements_off = pg_statements.available(db) if args.pg_statements else None
+        if args.pg_statements and statements_off is None:
+            pg_statements.reset(db)
         busy0 = machine_busy()
         gen.start()
         monitor.start()
@@ -924,6 +932,10 @@ def main() -> int:
         busy1 = machine_busy()
         batches1 = latency_budget.batch_counts(services)
         commits1 = latency_budget.database_commits(db)
+        if args.pg_statements:
+            # Read before the measuring queries below add their own statements.
+            result["pg_statements"] = ({"unavailable": statements_off} if statements_off
+                                       else pg_statements.report(db))
         stop.set()
         monitor.join()
         m = measure(db, mix, load_t0, load_t1)

@@ -13,8 +13,8 @@ def main(path: str, top: int = 25) -> None:
     own: Counter[str] = Counter()
     total: Counter[str] = Counter()
     samples = 0
-    with open(path) as f:
-        lines = f.readlines()
+    with open(path) as src:
+        lines = src.readlines()
     for line in lines:
         stack, _, count = line.rstrip().rpartition(" ")
         if not stack:

@@ -155,7 +155,7 @@ def run_member(args: argparse.Namespace) -> int:
                     consumer = make()
                     break
                 continue
-            emit(ev="m", t=now, p=msg.partition(), o=msg.offset(), s=float(msg.value()))
+            emit(ev="m", t=now, p=msg.partition(), o=msg.offset(), s=float(msg.value() or b"nan"))
         if now - last_owned_check > 0.25:
             last_owned_check = now
             try:
