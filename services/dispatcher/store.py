@@ -69,6 +69,13 @@ class EndpointRow:
     circuit: CircuitState
 
 
+def claim_statement(tasks: list[DeliveryTask]) -> str:
+    """``claim_first`` when every task carries lease version 0 (first attempts: their
+    rows were never claimed, so no lost attempt can be behind them and the claim need
+    not plan the takeover's update), else ``claim``. dispatcher.sql says why it holds."""
+    return "claim_first" if all(t.lease_version == 0 for t in tasks) else "claim"
+
+
 class Store:
     def __init__(self, dsn: str, lease_s: float, max_size: int = 4,
                  keyring: Keyring | None = None):
@@ -96,7 +103,7 @@ class Store:
         async with self.pool.connection() as conn:
             # Tuple rows: the hottest statement skips building a dict per row.
             cur = conn.cursor(row_factory=tuple_row)
-            await cur.execute(Q["claim"], {
+            await cur.execute(Q[claim_statement(tasks)], {
                 "delivery_id": [t.delivery_id for t in tasks],
                 "committed_at": [t.committed_at for t in tasks],
                 "lease_version": [t.lease_version for t in tasks],

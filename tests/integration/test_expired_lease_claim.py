@@ -116,6 +116,39 @@ async def test_the_reapers_release_first_then_the_claim_closes_the_attempt_once(
         await store.close()
 
 
+async def test_first_attempts_batched_with_a_takeover_still_close_the_lost_attempt(
+        db_url: str) -> None:
+    # First attempts claim through claim_first, which leaves the takeover's update out
+    # (their rows were never claimed); a batch with one task past its first claim must
+    # take the whole claim, so the lost attempt behind it is closed all the same.
+    lost, fresh = _delivery(db_url), _delivery(db_url)
+    store = Store(db_url, lease_s=30, keyring=development_keyring())
+    await store.open()
+    try:
+        [first] = await store.claim([lost])  # lease version 0: claim_first
+        assert first.attempt_no == 1
+        _expire(db_url, lost.delivery_id)  # its worker died mid-attempt
+        # The reaper produces its task; a dispatcher claims it, with a new delivery's
+        # task, before the reaper's release (the race of the first test above).
+        async def produce_and_be_consumed_at_once(rows: list[dict[str, Any]]) -> bool:
+            [row] = rows
+            claimed = await store.claim([fresh, DeliveryTask(
+                delivery_id=row["delivery_id"], event_id=row["event_id"],
+                endpoint_id=row["endpoint_id"], tenant=row["tenant"], kind=TaskKind.RETRY,
+                due_at=datetime.now(UTC), committed_at=row["committed_at"],
+                lease_version=row["lease_version"])])
+            assert sorted((c.delivery_id == lost.delivery_id, c.attempt_no)
+                          for c in claimed) == [(False, 1), (True, 2)]
+            return True
+
+        assert await store.expired_leases(10, produce_and_be_consumed_at_once) == 1
+        assert _attempts(db_url, lost.delivery_id) == [
+            (1, "lost", "worker_lost", True), (2, "in_flight", None, False)]
+        assert _attempts(db_url, fresh.delivery_id) == [(1, "in_flight", None, False)]
+    finally:
+        await store.close()
+
+
 async def test_a_task_of_a_vanished_endpoint_claims_nothing_and_leaves_the_row_alone(
         db_url: str) -> None:
     # No foreign key ties a delivery to its endpoint any more (0014): a fanout statement
