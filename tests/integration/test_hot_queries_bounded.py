@@ -136,8 +136,11 @@ HOT: list[tuple[str, str, dict[str, Any]]] = [
     ("relay", "backlog", {"cap": COUNT_CAP, "head": 1000}),
     ("relay", "purge_published", {"retention_s": 3600.0, "limit": 5000}),
     # the dispatcher and its sweeper
+    ("dispatcher", "claim_first", {"delivery_id": SOME, "committed_at": AT,
+                                   "lease_version": [0, 0, 0], "manual": [False] * 3,
+                                   "lease_s": 30.0}),
     ("dispatcher", "claim", {"delivery_id": SOME, "committed_at": AT,
-                             "lease_version": [0, 0, 0], "manual": [False] * 3,
+                             "lease_version": [1, 1, 1], "manual": [False] * 3,
                              "lease_s": 30.0}),
     ("dispatcher", "expired_leases", {"limit": 500}),
     ("dispatcher", "load_endpoints", {"ids": [EP]}),
@@ -445,7 +448,8 @@ def _batch_plans(conn: psycopg.Connection[Any], batch: list[tuple[uuid.UUID, dat
     slots = {"ids": ids, "committed_at": at, "versions": [0] * n, "due": [now] * n}
     plans["sweeper.postpone"] = (_explain(conn, "sweeper", "postpone", slots), 3 * n)
     plans["sweeper.park"] = (_explain(conn, "sweeper", "park", slots), 3 * n)
-    plans["dispatcher.claim"] = (_explain(conn, "dispatcher", "claim", {
+    # first attempts (lease version 0) claim with claim_first
+    plans["dispatcher.claim_first"] = (_explain(conn, "dispatcher", "claim_first", {
         "delivery_id": ids, "committed_at": at, "lease_version": [0] * n,
         "manual": [False] * n, "lease_s": 30.0}), 3 * n)
     # the outcome of a retry: the row back to pending, as a dispatcher records it
@@ -455,6 +459,10 @@ def _batch_plans(conn: psycopg.Connection[Any], batch: list[tuple[uuid.UUID, dat
         "status_code": [503] * n, "latency_ms": [5.0] * n, "error_class": ["http_5xx"] * n,
         "outcome": ["retry"] * n, "excerpt": [None] * n, "error": [None] * n,
         "next_at": [None] * n, "committed_at": at}), 3 * n)
+    # the retries' tasks (lease version 1) take the whole claim
+    plans["dispatcher.claim"] = (_explain(conn, "dispatcher", "claim", {
+        "delivery_id": ids, "committed_at": at, "lease_version": [1] * n,
+        "manual": [False] * n, "lease_s": 30.0}), 3 * n)
     conn.execute("UPDATE deliveries SET status = 'in_flight', lease_version = 2,"
                  " lease_expires_at = now() - interval '1 s' WHERE delivery_id = ANY(%s)",
                  (ids,))
@@ -487,6 +495,7 @@ def test_a_batch_reads_its_rows_not_the_days_backlog(history_url: str) -> None:
                 wrong[name] = (read, bound, sorted(touched)[:4])
         assert not wrong, repr(wrong)
         # and each did its work: the claim claimed, the release released, every one
+        assert plans["dispatcher.claim_first"][0]["Actual Rows"] == len(batch)
         assert plans["dispatcher.claim"][0]["Actual Rows"] == len(batch)
         assert conn.execute("SELECT count(*) FROM deliveries WHERE delivery_id = ANY(%s)"
                             " AND status = 'pending' AND lease_expires_at IS NULL",
@@ -553,6 +562,7 @@ def test_a_batch_is_joined_to_its_rows_once_not_row_by_row(history_url: str) -> 
                  if name.startswith(("dispatcher.", "sweeper."))
                  and (found := _batch_joins(plan, n, parent))}
         assert not wrong, repr(wrong)
+        assert plans["dispatcher.claim_first"][0]["Actual Rows"] == n
         assert plans["dispatcher.claim"][0]["Actual Rows"] == n
 
 
