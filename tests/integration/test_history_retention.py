@@ -19,6 +19,9 @@ from hookstream.ops.migrate import migrate, migration_files
 from hookstream.ops.retention import RetentionRun, existing_days, maintain
 from tests.conftest import Stack
 
+# The day every test's maintenance run takes for today (its ``today``), not the clock's:
+# a run of the suite that crosses midnight UTC imported this the day before, and the
+# rows below, placed relative to TODAY, would meet a run planning from the next day.
 TODAY = datetime.now(UTC).date()
 
 
@@ -74,7 +77,7 @@ def test_expired_days_go_whole_the_kept_days_and_their_rows_stay(
     gone = [_delivery(conn, ep, _at(old), "delivered", 2), _delivery(conn, ep, _at(edge, 23),
                                                                       "dead", 3)]
     stay = _delivery(conn, ep, _at(kept, 0), "delivered", 1)  # 30 days and some hours old
-    run = maintain(conn, history_days=30, days_ahead=3)
+    run = maintain(conn, history_days=30, days_ahead=3, today=TODAY)
     assert run.ran and not run.held
     # every expired day, the empty ones made above included, and nothing younger
     assert old in run.dropped and edge in run.dropped and kept not in run.dropped
@@ -91,7 +94,7 @@ def test_expired_days_go_whole_the_kept_days_and_their_rows_stay(
     assert _count(conn, "SELECT count(*) FROM attempts WHERE delivery_id = %s", stay) == 1
     assert _count(conn, "SELECT count(*) FROM events") == 1
     # a second run has nothing left to do
-    again = maintain(conn, history_days=30, days_ahead=3)
+    again = maintain(conn, history_days=30, days_ahead=3, today=TODAY)
     assert (again.dropped, again.held, again.created) == ([], {}, 0)
 
 
@@ -103,14 +106,14 @@ def test_a_day_with_live_deliveries_is_held_until_they_finish(
     pending = _delivery(conn, ep, _at(day), "pending", 2)  # e.g. its endpoint paused for weeks
     flying = _delivery(conn, ep, _at(day, 13), "in_flight", 1)
     _delivery(conn, ep, _at(day, 14), "delivered", 1)
-    run = maintain(conn, history_days=30, days_ahead=3)
+    run = maintain(conn, history_days=30, days_ahead=3, today=TODAY)
     assert run.held == {day: 2} and day not in run.dropped
     assert _count(conn, "SELECT count(*) FROM deliveries WHERE committed_at < %s",
                   _at(day + timedelta(days=1), 0)) == 3  # nothing of the day touched
     conn.execute("UPDATE deliveries SET status = 'dead' WHERE delivery_id = %s", (pending,))
-    assert maintain(conn, history_days=30, days_ahead=3).held == {day: 1}
+    assert maintain(conn, history_days=30, days_ahead=3, today=TODAY).held == {day: 1}
     conn.execute("UPDATE deliveries SET status = 'delivered' WHERE delivery_id = %s", (flying,))
-    run = maintain(conn, history_days=30, days_ahead=3)
+    run = maintain(conn, history_days=30, days_ahead=3, today=TODAY)
     assert run.held == {} and day in run.dropped
     assert _count(conn, "SELECT count(*) FROM deliveries") == 0
 
@@ -126,7 +129,7 @@ def test_a_pending_row_of_a_deleted_endpoint_holds_no_day(conn: psycopg.Connecti
     _delivery(conn, deleting, _at(day), "pending", 0)
     conn.execute("DELETE FROM endpoints WHERE id = %s", (gone,))
     conn.execute("UPDATE endpoints SET status = 'deleted' WHERE id = %s", (deleting,))
-    run = maintain(conn, history_days=30, days_ahead=3)
+    run = maintain(conn, history_days=30, days_ahead=3, today=TODAY)
     assert run.held == {} and day in run.dropped
 
 
@@ -139,7 +142,7 @@ def test_rows_outside_every_day_get_their_day_and_then_expire_like_any_other(
     a = _delivery(conn, ep, _at(ancient), "delivered", 1)
     r = _delivery(conn, ep, _at(recent), "pending", 0)
     assert _count(conn, "SELECT count(*) FROM deliveries_default") == 2
-    run = maintain(conn, history_days=30, days_ahead=3)
+    run = maintain(conn, history_days=30, days_ahead=3, today=TODAY)
     assert ancient in run.dropped and recent not in run.dropped
     assert run.strays == 0
     assert _count(conn, "SELECT count(*) FROM deliveries WHERE delivery_id = %s", a) == 0
@@ -156,12 +159,12 @@ def test_a_drop_behind_a_long_reader_gives_up_and_succeeds_later(
     _delivery(conn, ep, _at(day), "delivered", 1)
     with psycopg.connect(db_url) as reader:  # an open transaction that read the day
         reader.execute("SELECT count(*) FROM deliveries").fetchone()
-        run = maintain(conn, history_days=30, days_ahead=3, lock_timeout_s=0.2)
+        run = maintain(conn, history_days=30, days_ahead=3, today=TODAY, lock_timeout_s=0.2)
         # neither the new days (made from yesterday on) nor the drop got their lock
         assert run.ran and run.lock_waits == 2
         assert run.created == 0 and run.dropped == [] and run.held == {}
         assert _count(conn, f"SELECT count(*) FROM deliveries_p{day:%Y%m%d}") == 1
-    assert day in maintain(conn, history_days=30, days_ahead=3).dropped
+    assert day in maintain(conn, history_days=30, days_ahead=3, today=TODAY).dropped
 
 
 def _waiting_pid(conn: psycopg.Connection, pid: int, deadline_s: float = 10.0) -> str:
@@ -199,7 +202,7 @@ def test_a_drop_waits_for_a_writer_without_holding_what_the_writer_needs_next(
 
     def run() -> None:
         try:
-            result["run"] = maintain(maintenance, history_days=30, days_ahead=3,
+            result["run"] = maintain(maintenance, history_days=30, days_ahead=3, today=TODAY,
                                      lock_timeout_s=20)
         except Exception as exc:  # reported below, never swallowed
             result["error"] = exc
@@ -284,11 +287,11 @@ def test_each_day_of_deliveries_and_attempts_is_analyzed_after_a_fixed_number_of
 def test_one_maintenance_at_a_time(conn: psycopg.Connection, db_url: str) -> None:
     with psycopg.connect(db_url, autocommit=True) as other:
         other.execute("SELECT pg_advisory_lock(%s)", (0x68697374,))
-        assert not maintain(conn, history_days=30, days_ahead=3).ran
+        assert not maintain(conn, history_days=30, days_ahead=3, today=TODAY).ran
         # released here, not by closing: a closed session's backend lets go of its locks
         # when it has exited, which the next statement can beat
         other.execute("SELECT pg_advisory_unlock(%s)", (0x68697374,))
-    assert maintain(conn, history_days=30, days_ahead=3).ran
+    assert maintain(conn, history_days=30, days_ahead=3, today=TODAY).ran
 
 
 def test_migration_from_the_unpartitioned_schema_keeps_every_row(stack: Stack) -> None:
