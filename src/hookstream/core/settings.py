@@ -357,6 +357,11 @@ class FanoutSettings(CommonSettings):
         "cap of the wait for company while the dispatchers are seconds behind (1 % of the"
         " least-behind partition's lag: larger batches cost those deliveries nothing and"
         " spare the saturated machine round trips; 0: never wait for that reason)")
+    commit_interval_s: float = env_field(
+        "FANOUT_COMMIT_INTERVAL_S", 0.5, nonneg_float,
+        "offsets of finished batches (rows committed, tasks acknowledged) are committed at"
+        " most this often: a crash re-reads at most this much (its deliveries exist, their"
+        " tasks claim nothing); 0: after every batch, a broker write per batch")
     retry_window_s: float = env_field("RETRY_WINDOW_S", 86_400.0, pos_float)
     audience_ttl_s: float = env_field(
         "FANOUT_AUDIENCE_TTL_S", 1.0, nonneg_float,
