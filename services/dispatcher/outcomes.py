@@ -24,6 +24,7 @@ from hookstream.dispatcher.metrics import DispatcherMetrics
 from hookstream.dispatcher.offset_book import Item, OffsetBook
 from hookstream.dispatcher.store import AttemptRecord, Store
 
+from hookstream.core.aio import wait_set
 from hookstream.core.codec import DeliveryTask, TaskKind
 from hookstream.core.topics import Topics
 from hookstream.io.kafka import Record
@@ -76,11 +77,7 @@ class OutcomeWriter:
         return 0.0 if oldest is None else max(0.0, now_s - oldest)
 
     async def drain(self, timeout_s: float) -> bool:
-        try:
-            await asyncio.wait_for(self._all_written.wait(), timeout_s)
-            return True
-        except TimeoutError:
-            return False
+        return await wait_set(self._all_written, timeout_s)
 
     async def run(self) -> None:
         while True:

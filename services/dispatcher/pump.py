@@ -26,6 +26,7 @@ from hookstream.dispatcher.offset_book import Item, OffsetBook
 from hookstream.dispatcher.outcomes import Finished, OutcomeWriter
 from hookstream.dispatcher.store import AttemptRecord, Claim, Store
 
+from hookstream.core.aio import wait_set
 from hookstream.core.codec import TaskKind
 from hookstream.core.settings import DispatcherSettings
 from hookstream.policy.backoff import BackoffPolicy
@@ -59,10 +60,7 @@ class Pump:
             timer = sched.next_timer_at()
             timeout = IDLE_WAKE_S if timer is None else max(
                 0.0, min(IDLE_WAKE_S, timer - time.monotonic()))
-            try:
-                await asyncio.wait_for(self._wake.wait(), timeout=timeout)
-            except TimeoutError:
-                pass
+            await wait_set(self._wake, timeout)
             self._wake.clear()
             while True:
                 picked = sched.take(time.monotonic(), TAKE_MAX)

@@ -44,6 +44,7 @@ from hookstream.dispatcher.pump import Pump
 from hookstream.dispatcher.store import Store
 from prometheus_client import CollectorRegistry
 
+from hookstream.core.aio import wait_set
 from hookstream.core.settings import DispatcherSettings
 from hookstream.core.topics import Topics
 from hookstream.io.kafka import (
@@ -253,10 +254,7 @@ class Dispatcher:
                 # for max.poll.interval.ms.
                 full_since = full_since or time.monotonic()
                 room.clear()
-                try:
-                    await asyncio.wait_for(room.wait(), timeout=0.5)
-                except TimeoutError:
-                    pass
+                await wait_set(room, 0.5)
                 held = self.sched.queued >= max_queued
                 if held and time.monotonic() - full_since < HOLD_POLL_AFTER_S:
                     continue

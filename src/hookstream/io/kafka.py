@@ -22,6 +22,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
+from hookstream.core.aio import wait_set
 from hookstream.core.group import DEFAULT_MEMBERSHIP, Membership
 from hookstream.core.topic_check import MIN_ISR, ObservedTopic
 from hookstream.core.topics import TopicSpec
@@ -557,11 +558,8 @@ class Publisher:
         while todo := self._produce_all(batch, todo):
             await asyncio.sleep(0.01)
         if records:
-            try:
-                await asyncio.wait_for(done.wait(),
-                                       self.report_wait_s if wait_s is None else wait_s)
-            except TimeoutError:
-                pass  # the unreported records are returned as failed
+            # at the bound, the unreported records are returned as failed
+            await wait_set(done, self.report_wait_s if wait_s is None else wait_s)
         return batch.outcome(records)
 
     def close(self, timeout_s: float = 10.0) -> int:

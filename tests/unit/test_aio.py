@@ -1,0 +1,55 @@
+"""hookstream.core.aio.wait_set on a real event loop: set, timed out, and — the reason it
+exists — cancelled in the same loop iteration in which the event is set, where Python
+3.11's ``asyncio.wait_for`` returned as if nothing had happened (the CI hang of
+test_sweeper_pace: a sweeper that could not be stopped)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from hookstream.core.aio import wait_set
+
+
+async def test_set_before_the_bound_and_not() -> None:
+    event = asyncio.Event()
+    asyncio.get_running_loop().call_later(0.01, event.set)
+    assert await wait_set(event, 5.0) is True
+    assert await wait_set(asyncio.Event(), 0.01) is False
+
+
+async def _cancelled_as_the_event_is_set(
+        wait: Callable[[asyncio.Event], Awaitable[object]]) -> bool:
+    """A loop of waits, as the services' loops are; the event is set and the task
+    cancelled in the same iteration. True if the task ended cancelled."""
+    event = asyncio.Event()
+
+    async def loop_of_waits() -> None:
+        while True:
+            await wait(event)
+            event.clear()
+
+    task = asyncio.create_task(loop_of_waits())
+    await asyncio.sleep(0)  # the task is waiting on the event
+    event.set()
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=1.0)
+    if not done:
+        task.cancel()  # the lost cancellation: stop it for good
+        await asyncio.wait({task}, timeout=1.0)
+        return False
+    return task.cancelled()
+
+
+async def test_a_cancellation_as_the_event_is_set_is_kept() -> None:
+    assert await _cancelled_as_the_event_is_set(lambda e: wait_set(e, 5.0))
+
+
+@pytest.mark.skipif(__import__("sys").version_info >= (3, 12),
+                    reason="asyncio.wait_for keeps the cancellation from Python 3.12")
+async def test_asyncio_wait_for_loses_that_cancellation_on_this_python() -> None:
+    # Why wait_set exists: the same race with the standard library's wait_for.
+    assert not await _cancelled_as_the_event_is_set(
+        lambda e: asyncio.wait_for(e.wait(), 5.0))
