@@ -6,11 +6,20 @@ offsets may be committed is the ``OffsetBook``'s decision; this module only tell
 about rebalances and carries its commits out:
 
 * assigned: the partitions get fresh trackers;
-* revoked: what is finished is committed before the next owner starts; queued work of
+* revoked: what is finished is committed (the request precedes the rejoin on the
+  coordinator's connection, so the next owner reads it); queued work of
   these partitions is dropped when the pump meets it (its tracker is gone); in-flight
   attempts finish and write their outcome under their lease, and the next owner's claim
   of the redelivered task is stale;
 * lost: someone else may own them already, nothing is committed.
+
+No call here waits for the coordinator's answer to a commit: librdkafka's synchronous
+commit waits as long as the coordinator does not answer (a broker frozen or half-
+restarted: minutes measured), on the one thread every call into the consumer takes, so
+the dispatcher stopped consuming and a SIGTERM never ended (CI, a Kafka restart). A
+commit is sent and the book counts it made; a failed one is reported by ``_on_commit``
+and sent again (a lost commit costs tasks read twice, whose stale claims send nothing).
+The consumer's close at shutdown is bounded likewise (``CLOSE_WAIT_S``).
 
 A consumer that failed for good (``KafkaPermanent``), or that stays outside its group
 while the coordinator answers (``hookstream.policy.membership``), is replaced by
@@ -25,12 +34,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from confluent_kafka import Consumer, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 from hookstream.dispatcher.offset_book import TP, OffsetBook
 
+from hookstream.core.aio import CallThread
 from hookstream.core.group import DEFAULT_MEMBERSHIP, Membership
 from hookstream.io.kafka import (
     KafkaPermanent,
@@ -49,6 +58,10 @@ T = TypeVar("T")
 COMMIT_INTERVAL_S = 0.5
 CONSUME_MAX = 500
 CONSUME_WAIT_S = 0.1
+# The final commit and the group leave at shutdown, at most: within the 30 s a
+# supervisor gives after SIGTERM, after the attempts' and outcomes' own bounds. Beyond
+# it the broker is not answering; what was not committed is read again by the next owner.
+CLOSE_WAIT_S = 5.0
 
 
 def _partitions(commits: dict[TP, int]) -> list[TopicPartition]:
@@ -62,7 +75,7 @@ class DeliveryConsumer:
         self._bootstrap, self._group_id, self._topic = bootstrap, group_id, topic
         self._membership = membership
         self._book, self._fail = book, fail
-        self._kafka = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka")
+        self._kafka = CallThread("kafka")
         self._consumer: Consumer | None = None
         self.watch = MembershipWatch()
         # Partitions this consumer paused for back-pressure: each is paused once and
@@ -72,7 +85,7 @@ class DeliveryConsumer:
 
     # -- from the event loop: each call runs on the Kafka thread ---------------------------
     async def _k(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._kafka, fn, *args)
+        return await self._kafka.call(fn, *args)
 
     async def subscribe(self) -> None:
         await self._k(self._subscribe)
@@ -89,7 +102,8 @@ class DeliveryConsumer:
         await self._k(self._rebuild, reason)
 
     async def commit(self) -> None:
-        """Commit what the book allows (raises KafkaTransient / KafkaPermanent)."""
+        """Send the commit of what the book allows, without waiting for its answer
+        (raises KafkaTransient / KafkaPermanent when it cannot be sent)."""
         await self._k(self._commit)
 
     async def commit_forever(self) -> None:
@@ -100,14 +114,26 @@ class DeliveryConsumer:
             except (KafkaTransient, KafkaPermanent) as exc:
                 self._fail("kafka", exc)
 
-    async def close(self) -> None:
-        """The final commit, then leave the group and stop the Kafka thread."""
+    async def close(self, wait_s: float = CLOSE_WAIT_S) -> bool:
+        """The final commit (waiting for its answer this time), then leave the group and
+        stop the Kafka thread; False when that took longer than ``wait_s`` (the broker
+        does not answer): the thread is left to it, and the process may still exit."""
         try:
-            await self.commit()
-        except (KafkaTransient, KafkaPermanent) as exc:
-            log.warning("final commit failed", extra={"error": str(exc)})
-        await self._k(self._close)
-        self._kafka.shutdown(wait=True)
+            async with asyncio.timeout(wait_s):
+                try:
+                    await self._k(self._final_commit)
+                except (KafkaTransient, KafkaPermanent) as exc:
+                    log.warning("final commit failed; those tasks will be read again",
+                                extra={"error": str(exc)})
+                await self._k(self._close)
+            return True
+        except TimeoutError:
+            log.error("the consumer did not close within its bound (the broker does not "
+                      "answer); tasks not committed will be read again by the next owner",
+                      extra={"wait_s": wait_s})
+            return False
+        finally:
+            self._kafka.stop()
 
     # -- on the Kafka thread ----------------------------------------------------------------
     def _subscribe(self) -> None:
@@ -115,7 +141,7 @@ class DeliveryConsumer:
         self._paused.clear()
         consumer = Consumer(watching(consumer_config(
             self._bootstrap, self._group_id, "hookstream-dispatcher", self._membership,
-            **{"fetch.wait.max.ms": 50}), self.watch))
+            **{"fetch.wait.max.ms": 50, "on_commit": self._on_commit}), self.watch))
         with translated("subscribe"):
             consumer.subscribe([self._topic], on_assign=self._on_assign,
                                on_revoke=self._on_revoke, on_lost=self._on_lost)
@@ -166,8 +192,32 @@ class DeliveryConsumer:
         commits = self._book.commits()
         if commits and consumer is not None:
             with translated("commit"):
-                consumer.commit(offsets=_partitions(commits), asynchronous=False)
+                consumer.commit(offsets=_partitions(commits), asynchronous=True)
             self._book.committed(commits)
+
+    def _final_commit(self) -> None:
+        consumer = self._consumer
+        commits = self._book.commits()
+        if commits and consumer is not None:
+            with translated("final commit"):
+                result = consumer.commit(offsets=_partitions(commits), asynchronous=False)
+            if failed := [tp for tp in result or [] if tp.error is not None]:
+                raise KafkaTransient(f"final commit: {failed[0].error}")
+            self._book.committed(commits)
+
+    def _on_commit(self, err: KafkaError | None, partitions: list[TopicPartition]) -> None:
+        """The answer to a commit (served inside consume, on the Kafka thread). What was
+        not committed is sent again by the next commit."""
+        failed = {(tp.topic, tp.partition): tp.offset for tp in partitions
+                  if err is not None or tp.error is not None}
+        if not failed:
+            return
+        self._book.commit_failed(failed)
+        first = err if err is not None else next(
+            tp.error for tp in partitions if tp.error is not None)
+        if isinstance(first, KafkaError) and first.code() == KafkaError._NO_OFFSET:
+            return  # nothing to commit: not a failure
+        self._fail("kafka", KafkaTransient(f"commit: {first}"))
 
     # -- rebalance callbacks (inside consume, on the Kafka thread) -----------------------------
     def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
@@ -180,7 +230,7 @@ class DeliveryConsumer:
         if commits:
             try:
                 with translated("commit on revoke"):
-                    consumer.commit(offsets=_partitions(commits), asynchronous=False)
+                    consumer.commit(offsets=_partitions(commits), asynchronous=True)
             except (KafkaTransient, KafkaPermanent) as exc:
                 log.warning("commit on revoke failed", extra={"error": str(exc)})
         log.info("partitions revoked", extra={"partitions": [tp.partition for tp in partitions]})

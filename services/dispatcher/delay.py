@@ -190,7 +190,10 @@ class DelayForwarder:
         released, offsets = self._release(time.time())
         if released:
             self._publish(released)
-            consumer.commit(offsets)
+            # Not waiting for the coordinator's answer: a synchronous commit waits as long
+            # as it does not answer, and every retry waits with it. A failed commit means
+            # those records are handed on again (their stale claims send nothing).
+            consumer.commit(offsets, asynchronous=True)
         self._flow_control(consumer, time.time())
         heads = [buf[0].release_at for buf in self._held.values() if buf]
         timeout = 0.5

@@ -120,3 +120,11 @@ class OffsetBook:
             for tp, offset in commits.items():
                 if tp in self._trackers:
                     self._committed[tp] = offset
+
+    def commit_failed(self, failed: dict[TP, int]) -> None:
+        """Commits reported failed after ``committed`` counted them: sent again by the
+        next ``commits()``, unless a later commit of the partition was sent meanwhile."""
+        with self._lock:
+            for tp, offset in failed.items():
+                if self._committed.get(tp) == offset:
+                    del self._committed[tp]

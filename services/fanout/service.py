@@ -422,14 +422,16 @@ class Fanout:
 
     def _revoked(self, partitions: list[TP]) -> None:
         """Partitions about to move (inside ``consume``): with no task on its way, every
-        offset in ``_due`` is settled and is committed now, waiting for the coordinator,
-        so the next owner starts after it instead of reading those events again. With
-        tasks on their way, their offsets wait for them as always (a re-read at worst)."""
+        offset in ``_due`` is settled and its commit is sent now; the request precedes
+        the rejoin on the coordinator's connection, so the next owner starts after it
+        instead of reading those events again. Not waiting for the answer: a synchronous
+        commit waits as long as the coordinator does not answer. With tasks on their
+        way, their offsets wait for them as always (a re-read at worst)."""
         if self._sending is not None or not self._due or self.consumer is None:
             return
         due, self._due = self._due, {}
         try:
-            self.consumer.commit(due)
+            self.consumer.commit(due, asynchronous=True)
             self._committed_at = time.monotonic()
         except (KafkaTransient, KafkaPermanent) as exc:
             log.warning("commit on revoke failed; those events will be read again",

@@ -18,6 +18,7 @@ from hookstream.ops.db_metrics import delivery_stats_collector
 from hookstream.ops.lag import LagSnapshot, consumer_lag_collector
 from hookstream.ops.observability import ServiceHTTP, setup_logging
 from hookstream.ops.sampling import BackgroundSampler, Sample, SampledCollector, SamplerHealth
+from hookstream.ops.stack_dump import install as install_stack_dump
 
 
 class Service(Protocol):
@@ -94,6 +95,7 @@ def run_service(
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    install_stack_dump()  # SIGUSR1: every thread's stack and the loop's tasks, to the log
     tune_gc(settings.gc_gen0_threshold)
     log.info(f"{name} started", extra={"http_port": http.port})
     try:

@@ -6,12 +6,18 @@ for anything else using the stack) and take about a minute each: marker ``faults
 
 from __future__ import annotations
 
+import os
+import signal
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import psycopg
 import pytest
 
 from hookstream.dev import localstack
+from hookstream.dev.harness import STOP_TIMEOUT_S
+from hookstream.dev.localstack import kafka as stack_kafka
 from hookstream.dev.receiver import Behaviour, Receiver
 from hookstream.outbox import write_event
 from tests.e2e.conftest import StartPipeline, add_endpoint
@@ -77,3 +83,57 @@ def test_a_database_outage_longer_than_the_lease_resends_nothing_delivered(
     assert len(posts) == len(set(posts)) == 8
     assert scalar(db_url, "SELECT count(*) FROM attempts") == 8
     assert scalar(db_url, "SELECT count(*) FROM attempts WHERE outcome = 'in_flight'") == 0
+
+
+@contextmanager
+def _broker_hung() -> Iterator[None]:
+    """The broker frozen (SIGSTOP: a GC pause, a VM steal, a half-open network): its port
+    still accepts connections, nothing is answered. Worse for a client than a broker
+    that is down, which refuses at once."""
+    pid = stack_kafka.running_pid()
+    assert pid is not None, "the stack's Kafka is not running"
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def test_sigterm_while_the_broker_hangs_ends_within_the_bound_and_loses_nothing(
+        db_url: str, receiver: Receiver, start_pipeline: StartPipeline) -> None:
+    # Attempts are in flight when the broker freezes; they succeed, their outcomes are
+    # written, and the offsets they free are to be committed (periodically, and at the
+    # latest when the dispatcher stops) to a coordinator that does not answer. A
+    # synchronous commit waited for it as long as it hung (minutes measured), on the one
+    # thread every call into the consumer takes: the dispatcher stopped consuming and,
+    # at SIGTERM, never exited. Now commits do not wait for their answer and every
+    # consumer's close is bounded: each service exits within the supervisor's bound, and
+    # the next ones read the uncommitted records again and send nothing twice.
+    pipeline = start_pipeline()
+    add_endpoint(db_url, receiver, "slow", "acme", max_in_flight=10,
+                 behaviour=Behaviour(delay_s=2.0))
+    _attempts_in_flight(db_url, receiver, 6, 6)
+    with _broker_hung():
+        wait_until(lambda: _statuses(db_url) == {"delivered": 6}, 30, interval_s=0.2,
+                   message="outcomes written while the broker hangs")
+        for name in ("dispatcher", "fanout", "relay"):
+            service = pipeline[name]
+            began = time.monotonic()
+            service.terminate()
+            took = time.monotonic() - began
+            assert service.hung_s is None, service.exit_problem()
+            assert service.proc is not None and service.proc.returncode == 0, \
+                service.exit_problem()
+            assert took < STOP_TIMEOUT_S
+    # The broker answers again: new services read the uncommitted records again and find
+    # their work done; nothing is sent twice, then new work flows.
+    for service in pipeline.processes.values():
+        service.start()
+    for service in pipeline.processes.values():
+        service.wait_healthy(60)
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        write_event(conn, tenant="acme", type="a.b", payload={"after": True})
+    wait_until(lambda: _statuses(db_url) == {"delivered": 7}, 60, interval_s=0.5,
+               message="a new event delivered after the restart")
+    posts = [a.webhook_id for a in receiver.arrivals if a.name == "slow"]
+    assert len(posts) == len(set(posts)) == 7

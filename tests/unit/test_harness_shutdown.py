@@ -11,7 +11,10 @@ from pathlib import Path
 
 from hookstream.dev.harness import Pipeline, ServiceProcess
 
+# Like every service, it answers the harness's request for its stacks before the kill
+# (hookstream.ops.stack_dump); without a handler SIGUSR1 would end it with -10.
 IGNORES_SIGTERM = ("import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+                   " import faulthandler; faulthandler.register(signal.SIGUSR1);"
                    " print('ready', flush=True); time.sleep(60)")
 EXITS_ON_SIGTERM = ("import signal, sys, time;"
                     " signal.signal(signal.SIGTERM, lambda *_: sys.exit(0));"

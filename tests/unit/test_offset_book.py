@@ -60,3 +60,24 @@ def test_lost_partitions_commit_nothing() -> None:
 def test_positions_without_a_partition_get_no_tracker() -> None:
     book = OffsetBook()
     assert book.track_all([None, TP0], [0, 1])[0] is None
+
+
+def test_a_commit_reported_failed_is_sent_again_unless_a_later_one_was_sent() -> None:
+    # Commits are sent without waiting for their answer (consumer.py): the book counts
+    # one made when it is sent, and takes it back when its answer says it failed.
+    book = OffsetBook()
+    book.assigned([TP0, TP1])
+    a, b = _items(book, TP0, [1, 2])
+    (c,) = _items(book, TP1, [9])
+    book.complete_all([a, c])
+    book.committed({TP0: 2, TP1: 10})
+    assert book.commits() == {}
+    book.commit_failed({TP0: 2})
+    assert book.commits() == {TP0: 2}  # sent again
+    book.complete(b)
+    book.committed({TP0: 3})
+    book.commit_failed({TP0: 2})  # the older one's failure arrives late: 3 stands
+    assert book.commits() == {}
+    book.commit_failed({TP1: 10})
+    book.revoked([TP1])
+    assert book.commits() == {}  # a failed commit of a partition gone is nobody's now

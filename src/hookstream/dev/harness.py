@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hookstream.dev.devkeys import development_keys
+from hookstream.ops.stack_dump import DUMP_SIGNAL
 
 SERVICES = ("relay", "fanout", "dispatcher")
 # How long a service may take to drain and exit after SIGTERM before it is SIGKILLed and
@@ -113,9 +114,34 @@ class ServiceProcess:
                 self.proc.wait(timeout_s)
             except subprocess.TimeoutExpired:
                 self.hung_s = timeout_s
+                self._dump_stacks()
                 self.proc.kill()
                 self.proc.wait()
         return self.proc.returncode
+
+    def _dump_stacks(self, within_s: float = 5.0) -> None:
+        """Ask a hung service where it waits (hookstream.ops.stack_dump) before it is
+        killed: its stacks end up in the log, and in ``exit_problem``'s tail."""
+        assert self.proc is not None
+        before = self._log_size()
+        self.proc.send_signal(DUMP_SIGNAL)
+        # The dump is written in one go once it starts; wait for the log to grow and
+        # then to stay still, within the bound (a process wedged in native code may only
+        # manage the threads' part).
+        deadline, size, still_since = time.monotonic() + within_s, before, time.monotonic()
+        while time.monotonic() < deadline:
+            time.sleep(0.1)
+            now = self._log_size()
+            if now != size:
+                size, still_since = now, time.monotonic()
+            elif size > before and time.monotonic() - still_since >= 0.5:
+                return
+
+    def _log_size(self) -> int:
+        try:
+            return self.log_path.stat().st_size
+        except FileNotFoundError:
+            return 0
 
     def kill(self) -> None:
         """SIGKILL: no shutdown code runs, exactly like a crashed or OOM-killed container.
@@ -132,8 +158,9 @@ class ServiceProcess:
             return None
         who, code = key or self.name, self.proc.returncode
         if self.hung_s is not None:
+            # long enough for the stacks it dumped before the kill (_dump_stacks)
             return (f"{who} did not drain and exit within {self.hung_s:g}s of SIGTERM"
-                    f" (hung shutdown, SIGKILLed):\n{self.tail()}")
+                    f" (hung shutdown, SIGKILLed; its stacks last):\n{self.tail(200)}")
         if code == 0 or (self.killed and code == -signal.SIGKILL):
             return None
         return f"{who} exited with {code}:\n{self.tail()}"

@@ -620,6 +620,9 @@ def publish_until_acked_sync(
 
 
 # -- consumers ---------------------------------------------------------------------------
+# A consumer's final commit and group leave at a stop, at most (see GroupConsumer.close):
+# within the 30 s a supervisor gives after SIGTERM, with room for the rest of a stop.
+CLOSE_WAIT_S = 5.0
 # A consumer call fails with KafkaTransient (try again later, with the same consumer) or
 # KafkaPermanent (this consumer instance cannot go on: close it and make a new one).
 # Nothing above this boundary sees confluent-kafka's exception types.
@@ -954,13 +957,28 @@ class GroupConsumer:
         except (KafkaException, RuntimeError) as exc:  # already closed, or fatal
             log.warning("consumer close failed", extra={"error": str(exc)})
 
-    def close(self) -> None:
+    def close(self, wait_s: float = CLOSE_WAIT_S) -> bool:
         """Leave the group. The last asynchronous commits are made again, waiting this
-        time, so a clean stop leaves nothing to read twice."""
-        if self._async_offsets:
-            try:
-                self.commit(dict(self._async_offsets))
-            except (KafkaTransient, KafkaPermanent) as exc:
-                log.warning("final commit failed; those records may be read again",
-                            extra={"error": str(exc)})
-        self._close_quietly()
+        time, so a clean stop leaves nothing to read twice — for at most ``wait_s``:
+        librdkafka's synchronous commit waits as long as the coordinator does not answer
+        (a frozen broker: minutes measured), which kept a SIGTERMed service alive until
+        it was killed. Past the bound (False) the close is left to a daemon thread and
+        the caller goes on; what was not committed is read again by the next owner."""
+        def final() -> None:
+            if self._async_offsets:
+                try:
+                    self.commit(dict(self._async_offsets))
+                except (KafkaTransient, KafkaPermanent) as exc:
+                    log.warning("final commit failed; those records may be read again",
+                                extra={"error": str(exc)})
+            self._close_quietly()
+
+        closing = threading.Thread(target=final, name="consumer-close", daemon=True)
+        closing.start()
+        closing.join(wait_s)
+        if closing.is_alive():
+            log.error("the consumer did not close within its bound (the broker does not "
+                      "answer); records not committed will be read again by the next owner",
+                      extra={"wait_s": wait_s})
+            return False
+        return True
