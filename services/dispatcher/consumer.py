@@ -42,6 +42,7 @@ from hookstream.dispatcher.offset_book import TP, OffsetBook
 from hookstream.core.aio import CallThread
 from hookstream.core.group import DEFAULT_MEMBERSHIP, Membership
 from hookstream.io.kafka import (
+    CLOSE_WAIT_S,
     KafkaPermanent,
     KafkaTransient,
     consume_available,
@@ -58,10 +59,6 @@ T = TypeVar("T")
 COMMIT_INTERVAL_S = 0.5
 CONSUME_MAX = 500
 CONSUME_WAIT_S = 0.1
-# The final commit and the group leave at shutdown, at most: within the 30 s a
-# supervisor gives after SIGTERM, after the attempts' and outcomes' own bounds. Beyond
-# it the broker is not answering; what was not committed is read again by the next owner.
-CLOSE_WAIT_S = 5.0
 
 
 def _partitions(commits: dict[TP, int]) -> list[TopicPartition]:
