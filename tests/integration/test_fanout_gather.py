@@ -58,7 +58,7 @@ def test_the_fanout_waits_only_while_every_deliveries_partition_is_behind(
         stack: Stack, topics: Topics) -> None:
     settings = FanoutSettings(kafka_bootstrap=stack.bootstrap, topic_prefix=topics.prefix,
                               dispatcher_group_id=f"disp-{uuid.uuid4().hex}",
-                              max_gather_s=0.1)
+                              max_gather_s=0.5)
     fanout = Fanout(settings, CollectorRegistry())
     source = KafkaLagSource(stack.bootstrap, {settings.dispatcher_group_id: [topics.deliveries]})
     latest: list[Sample[Any]] = []
@@ -81,17 +81,17 @@ def test_the_fanout_waits_only_while_every_deliveries_partition_is_behind(
         assert fanout.gather_s() == 0.0  # no sample yet: take what is there
         assert sampled() == 0.0  # nothing produced: no lag
         # The dispatchers are 30 s behind on every partition (their group never committed
-        # and the oldest task is 30 s old): a batch waits 1 % of that, capped at 0.1 s.
+        # and the oldest task is 30 s old): a batch waits 5 % of that, capped at 0.5 s.
         _old_tasks(stack.bootstrap, topics.deliveries, age_s=30)
-        assert sampled() == pytest.approx(0.1)
+        assert sampled() == pytest.approx(0.5)
         # One partition caught up: a new delivery may go there, and would wait for nothing.
         _commit(stack.bootstrap, settings.dispatcher_group_id, topics.deliveries, {0: 2})
         assert sampled() == 0.0
-        # Behind by 5 s on every partition: 50 ms.
+        # Behind by 5 s on every partition: 250 ms.
         _old_tasks(stack.bootstrap, topics.deliveries, age_s=5)
         _commit(stack.bootstrap, settings.dispatcher_group_id, topics.deliveries,
                 {p: 2 for p in range(PARTITIONS)})
-        assert sampled() == pytest.approx(0.05, abs=0.005)
+        assert sampled() == pytest.approx(0.25, abs=0.025)
         # A sample older than three sampling intervals is not believed: no wait.
         latest.append(Sample(latest[-1].value, time.time() - 3 * settings.lag_sample_interval_s))
         assert fanout.gather_s() == 0.0

@@ -675,7 +675,12 @@ def test_a_sweep_reads_the_due_rows_not_the_parked_backlog(history_url: str) -> 
         conn.execute("SET LOCAL enable_sort = off")  # as the dispatcher's Store runs it
         plan = _explain(conn, "sweeper", "sweep",
                         {"after_s": 60.0, "per_endpoint": 100, "limit": 1000})
-        read = _rows_examined(plan, parents(conn), "deliveries")
+        # A small partition (the seed's first day, begun minutes before its midnight at
+        # some hours of the day: 383 rows at 02:50 UTC) is read whole, rightly, as
+        # plan_scans allows; its rows are not the backlog's.
+        small = small_partitions(conn)
+        big = {table: p for table, p in parents(conn).items() if table not in small}
+        read = _rows_examined(plan, big, "deliveries")
         assert plan["Actual Rows"] == due >= 10, (plan["Actual Rows"], due)
         assert read <= 3 * candidates < BACKLOG / 10, (read, candidates)
         assert conn.execute("SELECT count(*) FROM deliveries WHERE delivery_id = ANY(%s)"

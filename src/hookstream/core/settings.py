@@ -353,8 +353,8 @@ class FanoutSettings(CommonSettings):
         " larger database batches; 0, the default: take what is there — batches still"
         " grow with load, since what arrives while one is written forms the next)")
     max_gather_s: float = env_field(
-        "FANOUT_MAX_GATHER_S", 0.1, nonneg_float,
-        "cap of the wait for company while the dispatchers are seconds behind (1 % of the"
+        "FANOUT_MAX_GATHER_S", 0.5, nonneg_float,
+        "cap of the wait for company while the dispatchers are seconds behind (5 % of the"
         " least-behind partition's lag: larger batches cost those deliveries nothing and"
         " spare the saturated machine round trips; 0: never wait for that reason)")
     commit_interval_s: float = env_field(

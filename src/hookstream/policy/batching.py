@@ -13,7 +13,10 @@ milliseconds later is attempted no later. So the wait is a small fraction of tha
 smallest downstream lag (the least-behind partition is where a new delivery would wait
 least), nothing below a dead zone (an idle group still shows up to a commit interval of
 lag, and one slow customer's pinned partition is not "behind": the minimum ignores it),
-and capped. Unknown lag: no wait.
+and capped. Unknown lag: no wait. 5 % and a 0.5 s cap (settings.FanoutSettings) rather
+than 1 % and 0.1 s: at saturation batches of ~165 events instead of ~90, fanout CPU per
+delivery −12 %, and the saturated pipeline's throughput back at the code before #15's
+(BENCHMARKS.md, 2026-12-06).
 
 Pure: the lag comes in.
 """
@@ -21,7 +24,7 @@ Pure: the lag comes in.
 from __future__ import annotations
 
 DEAD_ZONE_S = 2.0  # smallest downstream lag that counts as "behind"
-FRACTION = 0.01  # of that lag, the wait: at most 1 % added to what deliveries wait anyway
+FRACTION = 0.05  # of that lag, the wait: at most 5 % added to what deliveries wait anyway
 
 
 def gather_s(smallest_lag_s: float | None, cap_s: float, *, dead_zone_s: float = DEAD_ZONE_S,
