@@ -15,8 +15,8 @@ least), nothing below a dead zone (an idle group still shows up to a commit inte
 lag, and one slow customer's pinned partition is not "behind": the minimum ignores it),
 and capped. Unknown lag: no wait. 5 % and a 0.5 s cap (settings.FanoutSettings) rather
 than 1 % and 0.1 s: at saturation batches of ~165 events instead of ~90, fanout CPU per
-delivery −12 %, and the saturated pipeline's throughput back at the code before #15's
-(BENCHMARKS.md, 2026-12-06).
+delivery 0.021–0.022 ms instead of 0.025 (BENCHMARKS.md, 2026-12-05 evening), and the
+saturated pipeline's throughput back at the code before #15's (2026-12-06).
 
 Pure: the lag comes in.
 """
