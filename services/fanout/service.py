@@ -86,7 +86,8 @@ class FanoutMetrics:
             ("database", "broker"))
         self.gather_seconds = Gauge(
             "hookstream_fanout_gather_seconds",
-            "How long a started batch waits for more events now (grows while the "
+            "How long a started batch waits for more events now (grows with this "
+            "process's throughput above FANOUT_GATHER_FROM_PER_S, and while the "
             "dispatchers are seconds behind; 0: take what is there)", registry=registry)
 
 
@@ -133,7 +134,12 @@ class Fanout:
         # process's consumer-lag sampler, once the runner hands it over.
         self._lag: Callable[[], Sample[LagSnapshot] | None] = lambda: None
         self._lag_seen_at = -1.0
+        self._lag_gather_s = settings.batch_gather_s
+        # And when this process alone carries a high load (policy.batching): its tasks
+        # produced over the last second.
+        self._throughput = batching.Throughput()
         self._gather_s = settings.batch_gather_s
+        self.metrics.gather_seconds.set(self._gather_s)
         self.audiences = AudienceCache(settings.audience_ttl_s)
 
     def watch_lag(self, latest: Callable[[], Sample[LagSnapshot] | None]) -> None:
@@ -141,19 +147,30 @@ class Fanout:
 
     def gather_s(self) -> float:
         """How long a started batch waits for more events: the configured minimum, or
-        more while the dispatchers' least-behind partition is seconds behind (re-read
-        when the sampler has a new snapshot; a stale one counts as unknown)."""
+        more while this process's throughput is high or the dispatchers' least-behind
+        partition is seconds behind (policy.batching), whichever is longer."""
+        s = self.settings
+        load = batching.load_gather_s(self._throughput.per_s(time.monotonic()),
+                                      s.gather_from_per_s, s.load_gather_s)
+        gather = max(self._lag_gather(), load)
+        if gather != self._gather_s:
+            self._gather_s = gather
+            self.metrics.gather_seconds.set(gather)
+        return gather
+
+    def _lag_gather(self) -> float:
+        """The wait the dispatchers' lag calls for (re-read when the sampler has a new
+        snapshot; a stale one counts as unknown)."""
         sample = self._lag()
         if sample is None or sample.taken_at == self._lag_seen_at:
-            return self._gather_s
+            return self._lag_gather_s
         self._lag_seen_at = now = sample.taken_at
         fresh = time.time() - now < 3 * self.settings.lag_sample_interval_s
         lag = (smallest_lag_s(sample.value, self.settings.dispatcher_group_id,
                               self.topics.deliveries, now) if fresh else None)
-        self._gather_s = max(self.settings.batch_gather_s,
-                             batching.gather_s(lag, self.settings.max_gather_s))
-        self.metrics.gather_seconds.set(self._gather_s)
-        return self._gather_s
+        self._lag_gather_s = max(self.settings.batch_gather_s,
+                                 batching.gather_s(lag, self.settings.max_gather_s))
+        return self._lag_gather_s
 
     @property
     def healthy(self) -> bool:
@@ -532,6 +549,7 @@ class Fanout:
                 self.metrics.events.labels("refused").inc(result.refused)
                 self.metrics.deliveries.inc(result.created)
                 self.metrics.tasks.inc(result.tasks)
+                self._throughput.add(result.tasks, time.monotonic())
                 self.metrics.coalesced.inc(result.coalesced)
 
 

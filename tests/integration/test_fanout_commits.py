@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -31,10 +32,12 @@ PARTITIONS = 3  # the topics fixture's
 class Running:
     """A Fanout's own loop (``run``) on a thread, as the service runs it."""
 
-    def __init__(self, stack: Stack, db_url: str, topics: Topics, interval_s: float):
+    def __init__(self, stack: Stack, db_url: str, topics: Topics, interval_s: float,
+                 **overrides: Any):
         self.settings = FanoutSettings(
             database_url=db_url, kafka_bootstrap=stack.bootstrap, topic_prefix=topics.prefix,
-            fanout_group_id=f"fan-{uuid.uuid4().hex}", commit_interval_s=interval_s)
+            fanout_group_id=f"fan-{uuid.uuid4().hex}", commit_interval_s=interval_s,
+            **overrides)
         self.registry = CollectorRegistry()
         self.fanout = Fanout(self.settings, self.registry)
         self.thread = threading.Thread(target=self.fanout.run, daemon=True)
@@ -84,12 +87,12 @@ class Running:
 
 
 @pytest.fixture
-def start(stack: Stack, db_url: str, topics: Topics) -> Iterator[Callable[[float], Running]]:
+def start(stack: Stack, db_url: str, topics: Topics) -> Iterator[Callable[..., Running]]:
     add_endpoints(db_url, "acme", 2)
     started: list[Running] = []
 
-    def _start(interval_s: float) -> Running:
-        r = Running(stack, db_url, topics, interval_s)
+    def _start(interval_s: float, **overrides: Any) -> Running:
+        r = Running(stack, db_url, topics, interval_s, **overrides)
         r.thread.start()
         started.append(r)
         return r
@@ -105,7 +108,7 @@ def _deliveries(db_url: str) -> int:
 
 
 def test_offsets_are_committed_once_an_interval_and_all_of_them_at_a_clean_stop(
-        start: Callable[[float], Running], db_url: str) -> None:
+        start: Callable[..., Running], db_url: str) -> None:
     running = start(1.0)
     # One event every 40 ms for 3 s: the fanout takes each as it comes, a batch apiece.
     changes: list[dict[int, int]] = []
@@ -127,7 +130,7 @@ def test_offsets_are_committed_once_an_interval_and_all_of_them_at_a_clean_stop(
 
 
 def test_a_partition_taken_away_commits_what_was_settled_first(
-        start: Callable[[float], Running], stack: Stack, db_url: str) -> None:
+        start: Callable[..., Running], stack: Stack, db_url: str) -> None:
     running = start(60.0)
     running.send()  # the first batch commits at once (nothing committed yet) ...
     wait_until(lambda: running.committed() == running.ends(), 30,
@@ -160,3 +163,34 @@ def test_a_partition_taken_away_commits_what_was_settled_first(
         assert read_again == []
     finally:
         joiner.close()
+
+
+def _stream(running: Running, events: int, every_s: float) -> float:
+    """Sends the events at their pace; the longest wait for company the fanout's gauge
+    showed meanwhile."""
+    started, longest = time.monotonic(), 0.0
+    for i in range(events):
+        running.send()
+        longest = max(longest, metric(running.registry, "hookstream_fanout_gather_seconds"))
+        time.sleep(max(0.0, started + every_s * (i + 1) - time.monotonic()))
+    return longest
+
+
+def test_above_its_load_threshold_the_fanout_gathers_larger_batches(
+        start: Callable[..., Running], db_url: str) -> None:
+    # The same stream twice — 60 events at 50/s, 100 deliveries/s to the two endpoints:
+    # taken as it comes with the load wait off, and in batches of up to 0.2 s once the
+    # threshold (10 deliveries/s here, 1,500 by default) is below the load.
+    plain = start(0.5, gather_from_per_s=0.0)
+    assert _stream(plain, 60, 0.02) == 0.0
+    wait_until(lambda: _deliveries(db_url) == 120, 30, message="the first stream fanned out")
+    plain_batches = plain.batches()
+    plain.stop()
+    loaded = start(0.5, gather_from_per_s=10.0, load_gather_s=0.2)
+    assert _stream(loaded, 60, 0.02) == pytest.approx(0.2)
+    wait_until(lambda: _deliveries(db_url) == 240, 30, message="the second stream fanned out")
+    loaded_batches = loaded.batches()
+    print(f"batches: {plain_batches} taken as they came, {loaded_batches} gathered")
+    # 1.2 s of stream in waits of 0.2 s: about 6 batches (and the first, before the
+    # load was known); one at a time it took many more.
+    assert loaded_batches <= 12 < plain_batches, (loaded_batches, plain_batches)

@@ -357,6 +357,17 @@ class FanoutSettings(CommonSettings):
         "cap of the wait for company while the dispatchers are seconds behind (5 % of the"
         " least-behind partition's lag: larger batches cost those deliveries nothing and"
         " spare the saturated machine round trips; 0: never wait for that reason)")
+    gather_from_per_s: float = env_field(
+        "FANOUT_GATHER_FROM_PER_S", 1_500.0, nonneg_float,
+        "deliveries/s (this process's, over the last second) above which a started batch"
+        " waits for company, up to FANOUT_LOAD_GATHER_S at twice this rate: fewer, larger"
+        " batches make every hop downstream cheaper when the machine is loaded; below it"
+        " latency is the sum of the hops. Set it near half of what one dispatcher of your"
+        " machines sustains; 0: never wait for that reason")
+    load_gather_s: float = env_field(
+        "FANOUT_LOAD_GATHER_S", 0.1, nonneg_float,
+        "cap of the wait for company at high load (see FANOUT_GATHER_FROM_PER_S): the"
+        " latency at most added to the deliveries of a loaded fanout")
     commit_interval_s: float = env_field(
         "FANOUT_COMMIT_INTERVAL_S", 0.5, nonneg_float,
         "offsets of finished batches (rows committed, tasks acknowledged) are committed at"
