@@ -11,7 +11,9 @@ per delivery divided by theirs is a ratio the host's speed mostly cancels out of
 
 prints one row per run and the mean of each group: throughput during the load, busy %,
 commit → arrival p50 / p99 when the run measured it, CPU milliseconds per delivery of
-each pipeline process, their sum, the receivers' mean, and the sum over the receivers'.
+each pipeline process, their sum, the receivers' mean, the sum over the receivers', and
+the host's speed during the load (ms of CPU per yardstick unit, median: higher is slower;
+benchmarks/host_speed.py) for runs that sampled it.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class Run:
     p99_ms: float | None
     cpu_ms: dict[str, float]  # per delivery, by process
     receiver_ms: float  # per delivery, the receivers' mean
+    host_ms: float | None  # the yardstick's median during the load (None: not sampled)
 
     @property
     def pipeline_ms(self) -> float:
@@ -57,27 +60,29 @@ def read(path: str) -> Run:
         busy_pct=d["machine_busy_pct"], p50_ms=total[0] if total else None,
         p99_ms=total[1] if total else None,
         cpu_ms={p: procs[p]["cpu_ms_per_delivery"] for p in PIPELINE},
-        receiver_ms=mean(procs[r]["cpu_ms_per_delivery"] for r in RECEIVERS))
+        receiver_ms=mean(procs[r]["cpu_ms_per_delivery"] for r in RECEIVERS),
+        host_ms=(d.get("host_speed_ms_per_unit") or {}).get("during_load", {}).get("p50"))
 
 
 def _row(name: str, throughput: float, busy: float, p50: float | None, p99: float | None,
-         cpu: dict[str, float], pipeline: float, receivers: float, ratio: float) -> str:
+         cpu: dict[str, float], pipeline: float, receivers: float, ratio: float,
+         host: float | None) -> str:
     latency = (f"{p50:6.1f} {p99:6.1f}" if p50 is not None and p99 is not None
                else f"{'-':>6} {'-':>6}")
     procs = " ".join(f"{cpu[p]:7.3f}" for p in PIPELINE)
     return (f"{name:<22} {throughput:7.0f} {busy:5.1f} {latency} {procs} {pipeline:7.3f} "
-            f"{receivers:7.3f} {ratio:6.2f}")
+            f"{receivers:7.3f} {ratio:6.2f} " + (f"{host:6.1f}" if host else f"{'-':>6}"))
 
 
 def report(groups: dict[str, list[Run]]) -> list[str]:
     head = (f"{'run':<22} {'del/s':>7} {'busy':>5} {'p50':>6} {'p99':>6} "
             + " ".join(f"{p[:7]:>7}" for p in PIPELINE)
-            + f" {'sum':>7} {'recv':>7} {'ratio':>6}")
+            + f" {'sum':>7} {'recv':>7} {'ratio':>6} {'host':>6}")
     lines = [head]
     for name, runs in groups.items():
         for r in runs:
             lines.append(_row(r.label, r.throughput, r.busy_pct, r.p50_ms, r.p99_ms, r.cpu_ms,
-                              r.pipeline_ms, r.receiver_ms, r.ratio))
+                              r.pipeline_ms, r.receiver_ms, r.ratio, r.host_ms))
         timed = [r for r in runs if r.p50_ms is not None and r.p99_ms is not None]
         lines.append(_row(
             f"= {name} (mean of {len(runs)})", mean(r.throughput for r in runs),
@@ -86,7 +91,8 @@ def report(groups: dict[str, list[Run]]) -> list[str]:
             mean(r.p99_ms for r in timed if r.p99_ms is not None) if timed else None,
             {p: mean(r.cpu_ms[p] for r in runs) for p in PIPELINE},
             mean(r.pipeline_ms for r in runs), mean(r.receiver_ms for r in runs),
-            mean(r.ratio for r in runs)))
+            mean(r.ratio for r in runs),
+            mean(hosts) if (hosts := [r.host_ms for r in runs if r.host_ms]) else None))
     return lines
 
 

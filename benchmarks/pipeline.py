@@ -13,7 +13,9 @@ other than the repository's .stack) whose addresses match HOOKSTREAM_DATABASE_UR
 HOOKSTREAM_KAFKA_BOOTSTRAP.
 
 Prints a progress line every few seconds, then a table; writes
-bench-results/pipeline-<label>.json and .png (latency and lag over time).
+bench-results/pipeline-<label>.json and .png (latency and lag over time). Every run also
+records how fast the host's cores were before and during its load
+(``benchmarks.host_speed``): on this kind of machine that moves by 2× within seconds.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ import orjson
 import psycopg
 from confluent_kafka.admin import AdminClient
 
-from benchmarks import latency_budget, pg_statements
+from benchmarks import host_speed, latency_budget, pg_statements
 from benchmarks.common import RESULTS, proc_stats
 from hookstream.core.topics import Topics
 from hookstream.dev import localstack
@@ -784,6 +786,14 @@ def print_table(r: dict[str, Any]) -> None:
     if "pg_statements" in r:
         rows.extend(pg_statements.table_rows(r["pg_statements"]))
     rows.append(("machine busy (both cores, %)", f"{r['machine_busy_pct']:.0f}"))
+    speed = r.get("host_speed_ms_per_unit", {})
+    during = speed.get("during_load", {})
+    rows.append(("host speed: ms CPU per yardstick unit, before / load p10 p50 p90",
+                 f"{speed.get('before', '-')} / {during.get('p10', '-')} "
+                 f"{during.get('p50', '-')} {during.get('p90', '-')}"))
+    if "pipeline_cpu_per_delivery_in_host_units" in r:
+        rows.append(("pipeline CPU per delivery in host units (÷ load p50)",
+                     f"{r['pipeline_cpu_per_delivery_in_host_units']:.4f}"))
     rows.append(("load average before / after", f"{r['loadavg_before']} / {r['loadavg_after']}"))
     rc = r["receivers"]
     rows.append(("receivers: requests / duplicates / verified / bad sig",
@@ -836,6 +846,9 @@ def main() -> int:
     work = RESULTS / f"pipeline-{label}"
     work.mkdir(exist_ok=True)
     loadavg_before = Path("/proc/loadavg").read_text().split()[:3]
+    # This host's core speed wobbles by 2× (benchmarks/host_speed.py): timed back to back
+    # before anything starts, and sampled through the load below.
+    host_before_ms = host_speed.measure()
     db = fresh_database(admin, label)
     topics = Topics(f"pipe-{label}-{uuid.uuid4().hex[:6]}")
     brokers = localstack.kafka.brokers()
@@ -895,8 +908,10 @@ def main() -> int:
         if args.pg_statements and statements_off is None:
             pg_statements.reset(db)
         busy0 = machine_busy()
+        speed = host_speed.Sampler()
         gen.start()
         monitor.start()
+        speed.start()
         chaos = Chaos(services, args.duration, args.seed, monitor,
                       kills_per_service=args.kills_per_service, kafka_down_s=args.kafka_down_s,
                       pg_down_s=args.pg_down_s,
@@ -915,6 +930,8 @@ def main() -> int:
                      "--duration", str(int(args.profile)), "-o", str(out)],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         gen.join()
+        result["host_speed_ms_per_unit"] = {"before": host_before_ms,
+                                            "during_load": speed.stop()}
         if chaos:
             chaos.join(timeout=120)
         for spy in spies:
@@ -964,6 +981,12 @@ def main() -> int:
             if name in services:
                 processes[name]["peak_rss_mb"] = round(monitor.tracker.peak[name] / 2**20)
         gaps, receivers = harness_reconcile(db, mix, ports)
+        speed_p50 = result["host_speed_ms_per_unit"]["during_load"].get("p50")
+        if speed_p50:
+            pipeline_ms = sum(v["cpu_ms_per_delivery"] for k, v in processes.items()
+                              if k in services or k in ("kafka", "postgres"))
+            result["pipeline_cpu_per_delivery_in_host_units"] = host_speed.in_units(
+                pipeline_ms, speed_p50)
         result.update({
             "offered_events_per_s": args.rate + (0 if args.no_bad else
                                                  sum(v["rate"] for v in BAD_MIX.values())),
