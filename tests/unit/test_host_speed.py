@@ -6,6 +6,7 @@ How fast the host is cannot be tested; what the benchmark reports from the timin
 from __future__ import annotations
 
 import itertools
+import time
 
 import pytest
 from hypothesis import given
@@ -68,7 +69,9 @@ def test_cpu_in_host_units_is_the_same_on_a_twice_as_slow_host():
 def test_the_sampler_times_pieces_until_stopped():
     sampler = host_speed.Sampler(every_s=0.01, events=20)
     sampler.start()
-    while len(sampler.samples_ms) < 3 and sampler.is_alive():
+    # A sampler that records nothing fails here within seconds, not at pytest's timeout.
+    deadline = time.monotonic() + 10
+    while len(sampler.samples_ms) < 3 and sampler.is_alive() and time.monotonic() < deadline:
         sampler.join(0.01)
     s = sampler.stop()
     assert not sampler.is_alive()
