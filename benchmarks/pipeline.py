@@ -163,14 +163,15 @@ def register_endpoints(db: str, ports: list[int], args: argparse.Namespace) -> t
 # -- processes ---------------------------------------------------------------------------
 
 def start_farm(config: dict[str, Any], ports: list[int], verify_every: int,
-               work: Path) -> list[subprocess.Popen[bytes]]:
+               work: Path, server: str = "uvicorn") -> list[subprocess.Popen[bytes]]:
     path = work / "farm.json"
     path.write_bytes(orjson.dumps(config))
     procs = []
     for port in ports:
         procs.append(subprocess.Popen(
             [sys.executable, "-m", "benchmarks.receiver_farm", "--port", str(port),
-             "--config", str(path), "--verify-every", str(verify_every)], cwd=ROOT))
+             "--config", str(path), "--verify-every", str(verify_every), "--server", server],
+            cwd=ROOT))
     deadline = time.monotonic() + 30
     for port in ports:
         while True:
@@ -827,6 +828,9 @@ def main() -> int:
     ap.add_argument("--receivers", type=int, default=2, help="receiver farm processes")
     ap.add_argument("--verify-every", type=int, default=1,
                     help="verify the signature of every Nth request (1 = all)")
+    ap.add_argument("--receiver-server", choices=("uvicorn", "aiohttp"), default="uvicorn",
+                    help="what serves the receiver farm (aiohttp: the farm until "
+                         "2026-12-06 evening, ~40 %% more CPU per request)")
     ap.add_argument("--yardsticks", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--pg-statements", action="store_true",
                     help="report PostgreSQL's planning and execution time per statement"
@@ -864,7 +868,7 @@ def main() -> int:
         # ports first: the endpoint URLs name them; the farm reads its config at start
         ports = [free_port() for _ in range(args.receivers)]
         mix, farm_cfg = register_endpoints(db, ports, args)
-        farm_procs = start_farm(farm_cfg, ports, args.verify_every, work)
+        farm_procs = start_farm(farm_cfg, ports, args.verify_every, work, args.receiver_server)
         if args.yardsticks:
             # Only the latency floors before the load (benchmarks/latency_budget.py): they
             # are light. The throughput yardsticks run after it: 500,000 records of
