@@ -33,7 +33,7 @@ import argparse
 import asyncio
 import time
 from collections import Counter, defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,8 +72,9 @@ class Farm:
         self.in_flight: Counter[str] = Counter()
         self.max_in_flight: Counter[str] = Counter()
 
-    def receive(self, name: str, headers: dict[str, str], body: bytes) -> Answer:
-        """One webhook arrived (``headers`` with lower-case names)."""
+    def receive(self, name: str, headers: Mapping[str, str], body: bytes) -> Answer:
+        """One webhook arrived (``headers``: lower-case names, or a case-insensitive
+        mapping)."""
         now = time.time()
         ep = self.endpoints.get(name)
         kind = ep["kind"] if ep else "unknown"
@@ -213,8 +214,8 @@ def serve_uvicorn(farm: Farm, port: int) -> None:
 def serve_aiohttp(farm: Farm, port: int) -> None:
     async def hook(request: web.Request) -> web.StreamResponse:
         body = await request.read()
-        headers = {k.lower(): v for k, v in request.headers.items()}
-        answer = farm.receive(request.match_info["name"], headers, body)
+        # aiohttp's headers are case-insensitive already: no copy per request
+        answer = farm.receive(request.match_info["name"], request.headers, body)
         try:
             if answer.wait == "slow":
                 await asyncio.sleep(answer.delay_s or 0.0)

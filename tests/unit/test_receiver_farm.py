@@ -5,9 +5,7 @@ The farm runs as its own process on loopback, as the pipeline benchmark starts i
 from __future__ import annotations
 
 import asyncio
-import socket
 import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -17,9 +15,10 @@ import aiohttp
 import orjson
 import pytest
 
+from benchmarks.pipeline import start_farm
 from hookstream.core.signing import generate_secret, webhook_headers
+from hookstream.dev.harness import free_port
 
-ROOT = Path(__file__).resolve().parents[2]
 SECRET = generate_secret()
 ENDPOINTS = {
     "ok": {"secret": SECRET, "kind": "ok"},
@@ -31,32 +30,13 @@ ENDPOINTS = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(params=["uvicorn", "aiohttp"])
 def farm_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    config = tmp_path / "farm.json"
-    config.write_bytes(orjson.dumps({"endpoints": ENDPOINTS}))
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.receiver_farm", "--port", str(port),
-         "--config", str(config), "--server", request.param], cwd=ROOT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
+    # Started as the pipeline benchmark starts it, waiting until it answers /count.
+    port = free_port()
+    (proc,) = start_farm({"endpoints": ENDPOINTS}, [port], 1, tmp_path, request.param)
     try:
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None, "the farm exited at start"
-                assert time.monotonic() < deadline, "the farm did not listen within 30 s"
-                time.sleep(0.05)
-        yield url
+        yield f"http://127.0.0.1:{port}"
     finally:
         proc.terminate()
         try:
