@@ -4,7 +4,8 @@ On a shared two-core host the same code gives 2,300 or 3,300 deliveries/s depend
 the neighbours (BENCHMARKS.md), so throughput alone compares little across runs. Each
 pipeline run (``benchmarks.pipeline``) also measures the benchmark's own receivers,
 whose work per delivery is the same whatever the code under test: the pipeline's CPU
-per delivery divided by theirs is a ratio the host's speed mostly cancels out of.
+per delivery divided by theirs is a ratio the host's speed mostly cancels out of — between
+runs with the same farm (``--receiver-server``): the Go farm costs about half of uvicorn's.
 
     python -m benchmarks.compare_runs old=bench-results/pipeline-s-old-*.json \\
         new=bench-results/pipeline-s-new-*.json
@@ -26,7 +27,6 @@ from statistics import mean
 from typing import Any
 
 PIPELINE = ("relay", "fanout", "dispatcher", "kafka", "postgres")
-RECEIVERS = ("receiver0", "receiver1")
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class Run:
     p50_ms: float | None
     p99_ms: float | None
     cpu_ms: dict[str, float]  # per delivery, by process
-    receiver_ms: float  # per delivery, the receivers' mean
+    receiver_ms: float  # per delivery, the mean of the receiver processes
     host_ms: float | None  # the yardstick's median during the load (None: not sampled)
 
     @property
@@ -60,7 +60,9 @@ def read(path: str) -> Run:
         busy_pct=d["machine_busy_pct"], p50_ms=total[0] if total else None,
         p99_ms=total[1] if total else None,
         cpu_ms={p: procs[p]["cpu_ms_per_delivery"] for p in PIPELINE},
-        receiver_ms=mean(procs[r]["cpu_ms_per_delivery"] for r in RECEIVERS),
+        # however many receiver processes the run had (--receivers)
+        receiver_ms=mean(v["cpu_ms_per_delivery"] for k, v in procs.items()
+                         if k.startswith("receiver")),
         host_ms=(d.get("host_speed_ms_per_unit") or {}).get("during_load", {}).get("p50"))
 
 

@@ -162,16 +162,35 @@ def register_endpoints(db: str, ports: list[int], args: argparse.Namespace) -> t
 
 # -- processes ---------------------------------------------------------------------------
 
+GO_FARM = ROOT / "benchmarks" / "receiver_farm_go"
+
+
+def build_go_farm(work: Path) -> Path:
+    """The Go farm's binary, built into ``work`` (Go's build cache makes a rebuild of
+    unchanged sources take well under a second)."""
+    binary = work / "receiver_farm_go"  # named so common.cpu_by_role sees a receiver
+    try:
+        subprocess.run(["go", "build", "-o", str(binary), "."], cwd=GO_FARM, check=True,
+                       capture_output=True, text=True)
+    except FileNotFoundError:
+        raise RuntimeError("--receiver-server go needs Go on PATH (go build)") from None
+    except subprocess.CalledProcessError as exc:
+        raise RuntimeError(f"building the Go receiver farm failed:\n{exc.stderr}") from None
+    return binary
+
+
 def start_farm(config: dict[str, Any], ports: list[int], verify_every: int,
-               work: Path, server: str = "uvicorn") -> list[subprocess.Popen[bytes]]:
+               work: Path, server: str = "go") -> list[subprocess.Popen[bytes]]:
     path = work / "farm.json"
     path.write_bytes(orjson.dumps(config))
+    binary = build_go_farm(work) if server == "go" else None
     procs = []
     for port in ports:
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.receiver_farm", "--port", str(port),
-             "--config", str(path), "--verify-every", str(verify_every), "--server", server],
-            cwd=ROOT))
+        args = ["--port", str(port), "--config", str(path), "--verify-every", str(verify_every)]
+        # The Go binary is the measured process itself (no wrapper): its CPU is the farm's.
+        command = ([str(binary), *args] if binary is not None else
+                   [sys.executable, "-m", "benchmarks.receiver_farm", *args, "--server", server])
+        procs.append(subprocess.Popen(command, cwd=ROOT))
     deadline = time.monotonic() + 30
     for port in ports:
         while True:
@@ -828,9 +847,13 @@ def main() -> int:
     ap.add_argument("--receivers", type=int, default=2, help="receiver farm processes")
     ap.add_argument("--verify-every", type=int, default=1,
                     help="verify the signature of every Nth request (1 = all)")
-    ap.add_argument("--receiver-server", choices=("uvicorn", "aiohttp"), default="uvicorn",
-                    help="what serves the receiver farm (aiohttp: the farm until "
-                         "2026-12-06 evening, ~40 %% more CPU per request)")
+    ap.add_argument("--receiver-server", choices=("go", "uvicorn", "aiohttp"),
+                    default="go",
+                    help="what serves the receiver farm: go (benchmarks/receiver_farm_go, "
+                         "built with the machine's Go; about half of uvicorn's CPU per "
+                         "request), uvicorn (the Python farm, the default until 2026-12-07), "
+                         "or aiohttp (the farm until 2026-12-06 evening, ~40 %% more than "
+                         "uvicorn)")
     ap.add_argument("--yardsticks", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--pg-statements", action="store_true",
                     help="report PostgreSQL's planning and execution time per statement"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Idempotent setup of a fresh Debian 12 machine (or container) for hookstream:
-#   Java 17+, Maven, PostgreSQL server binaries, Prometheus + promtool, chromium (Debian
+#   Java 17+, Maven, PostgreSQL server binaries, Prometheus + promtool, chromium, Go (Debian
 #   packages),
 #   the Python venv .venv with `pip install -e '.[dev]'`, and the Kafka jars in
 #   stack/.kafka-libs.
@@ -77,6 +77,9 @@ fi
 # Prometheus (+ promtool) for the observability tests; the tests start their own server,
 # Debian's systemd unit is not used (and not started in containers without systemd)
 command -v promtool >/dev/null 2>&1 || pkgs+=(prometheus)
+# Go builds the benchmark's receiver farm (benchmarks/receiver_farm_go; its tests run in
+# the suite); any Go from 1.19 on, Debian's or the machine's own
+command -v go >/dev/null 2>&1 || pkgs+=(golang-go)
 # Debian's chromium for the console's browser tests (Playwright drives it; Playwright's
 # own browser download cannot work without the wider network), and a font to render text
 command -v chromium >/dev/null 2>&1 || pkgs+=(chromium)

@@ -1,6 +1,7 @@
-"""The benchmark's receiver farm, served by uvicorn (the default) and by aiohttp (the
-farm until 2026-12-06 evening): the same answers, counts and verification either way.
-The farm runs as its own process on loopback, as the pipeline benchmark starts it."""
+"""The benchmark's receiver farm — the Go one (benchmarks/receiver_farm_go), the Python
+one served by uvicorn, and by aiohttp (the farm until 2026-12-06 evening): the same
+answers, counts and verification whichever runs. The farm runs as its own process on
+loopback, as the pipeline benchmark starts it."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ ENDPOINTS = {
 }
 
 
-@pytest.fixture(params=["uvicorn", "aiohttp"])
+@pytest.fixture(params=["go", "uvicorn", "aiohttp"])
 def farm_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     # Started as the pipeline benchmark starts it, waiting until it answers /count.
     port = free_port()
@@ -140,3 +141,16 @@ async def test_a_hanging_endpoint_never_answers_and_lets_go_when_the_sender_hang
     stats = await _stats(session, farm_url)
     assert stats["max_in_flight"]["hang"] == 1
     assert stats["by_id"] == {"msg_hang1": 1, "msg_hang2": 1}
+
+
+async def test_a_stale_or_future_timestamp_is_refused(
+        farm_url: str, session: aiohttp.ClientSession) -> None:
+    """The 5-minute tolerance of hookstream.core.signing.verify, in every farm."""
+    body = b"{}"
+    for n, skew in enumerate((-301, 301)):
+        headers = webhook_headers([SECRET], f"msg_t{n}", int(time.time()) + skew, body)
+        async with session.post(f"{farm_url}/hooks/ok", data=body, headers=headers) as r:
+            assert r.status == 401
+    stats = await _stats(session, farm_url)
+    assert sorted(reason for _, reason in stats["bad_signature_sample"]) == [
+        "timestamp too new", "timestamp too old"]

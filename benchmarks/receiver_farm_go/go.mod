@@ -1,0 +1,3 @@
+module hookstream.dev/benchmarks/receiverfarm
+
+go 1.19
