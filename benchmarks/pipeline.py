@@ -169,9 +169,14 @@ def build_go_farm(work: Path) -> Path:
     """The Go farm's binary, built into ``work`` (Go's build cache makes a rebuild of
     unchanged sources take well under a second)."""
     binary = work / "receiver_farm_go"  # named so common.cpu_by_role sees a receiver
+    # Never a toolchain download (the module asks for Go 1.19, any local Go builds it), and
+    # a build cache even where no HOME is set.
+    env = {**os.environ, "GOTOOLCHAIN": "local"}
+    if not any(env.get(k) for k in ("GOCACHE", "XDG_CACHE_HOME", "HOME")):
+        env["GOCACHE"] = str(work / "go-build-cache")
     try:
-        subprocess.run(["go", "build", "-o", str(binary), "."], cwd=GO_FARM, check=True,
-                       capture_output=True, text=True)
+        subprocess.run(["go", "build", "-o", str(binary), "."], cwd=GO_FARM, env=env,
+                       check=True, capture_output=True, text=True)
     except FileNotFoundError:
         raise RuntimeError("--receiver-server go needs Go on PATH (go build)") from None
     except subprocess.CalledProcessError as exc:
