@@ -5,6 +5,10 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 .venv/bin/ruff check src services tests benchmarks
+# The benchmark's receiver farm in Go: formatted and vetted like the Python.
+(cd benchmarks/receiver_farm_go && unformatted="$(gofmt -l .)" &&
+  { [ -z "$unformatted" ] || { echo "gofmt: $unformatted" >&2; exit 1; }; } &&
+  GOTOOLCHAIN=local go vet .)
 # Types of the shipped code (tests and benchmarks are checked by ruff only).
 .venv/bin/mypy src services
 .venv/bin/pytest -p no:cacheprovider "$@"
