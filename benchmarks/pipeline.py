@@ -197,12 +197,19 @@ def start_farm(config: dict[str, Any], ports: list[int], verify_every: int,
                    [sys.executable, "-m", "benchmarks.receiver_farm", *args, "--server", server])
         procs.append(subprocess.Popen(command, cwd=ROOT))
     deadline = time.monotonic() + 30
-    for port in ports:
+    for port, proc in zip(ports, procs, strict=True):
         while True:
             try:
                 urllib.request.urlopen(f"http://127.0.0.1:{port}/count", timeout=1).read()
                 break
             except OSError:
+                # A farm that refused its config has said why on stderr: no 30-s wait.
+                if proc.poll() is not None:
+                    for other in procs:
+                        other.kill()
+                    raise RuntimeError(f"the receiver farm on port {port} exited with "
+                                       f"{proc.returncode} at start (its error is above)"
+                                       ) from None
                 if time.monotonic() > deadline:
                     raise RuntimeError("receiver farm did not start") from None
                 time.sleep(0.1)

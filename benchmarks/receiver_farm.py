@@ -68,6 +68,9 @@ class Farm:
 
     def __init__(self, config: dict[str, Any], verify_every: int):
         self.endpoints: dict[str, dict[str, Any]] = config["endpoints"]
+        for name, ep in self.endpoints.items():
+            if ep.get("kind") not in STATUS:
+                raise ValueError(f"endpoint {name!r}: unknown kind {ep.get('kind')!r}")
         self.verify_every = verify_every
         self.by_id: Counter[str] = Counter()
         self.first_at: dict[str, float] = {}

@@ -154,3 +154,16 @@ async def test_a_stale_or_future_timestamp_is_refused(
     stats = await _stats(session, farm_url)
     assert sorted(reason for _, reason in stats["bad_signature_sample"]) == [
         "timestamp too new", "timestamp too old"]
+
+
+@pytest.mark.parametrize("server", ["go", "uvicorn"])
+def test_a_farm_config_it_cannot_serve_stops_the_start_with_a_clear_error(
+        server: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """An endpoint of an unknown kind: the farm exits naming it, and start_farm says the
+    farm exited at once instead of waiting out its 30 s."""
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="exited with"):
+        start_farm({"endpoints": {"odd": {"secret": SECRET, "kind": "teapot"}}},
+                   [free_port()], 1, tmp_path, server)
+    assert time.monotonic() - started < 20
+    assert "teapot" in capfd.readouterr().err
