@@ -6,13 +6,28 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import psycopg
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from hookstream.core.topics import Topics
 from hookstream.dev.harness import ServiceProcess
 
 T = TypeVar("T")
+
+
+def watermarks(c: Consumer, tp: TopicPartition, timeout_s: float = 10.0) -> tuple[int, int]:
+    """(low, high) of one partition. Right after a topic is created the broker may still
+    answer NOT_LEADER_FOR_PARTITION (or not know the topic) for a moment: such an answer
+    means "ask again", so it is retried until the deadline and raised only after it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            low, high = c.get_watermark_offsets(tp, timeout=timeout_s)
+            return low, high
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def wait_until(fn: Callable[[], T], timeout_s: float = 30.0, interval_s: float = 0.1,
@@ -65,7 +80,7 @@ def end_offsets(bootstrap: str, topics: Iterable[str], timeout_s: float = 10.0) 
             meta = c.list_topics(topic, timeout=timeout_s).topics[topic]
             assert meta.error is None, meta.error
             for p in meta.partitions:
-                _, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
+                _, high = watermarks(c, TopicPartition(topic, p), timeout_s)
                 out[(topic, p)] = high
         return out
     finally:

@@ -22,7 +22,7 @@ from hookstream.core.settings import FanoutSettings
 from hookstream.core.topics import Topics
 from hookstream.io.kafka import consumer_config
 from tests.conftest import Stack
-from tests.helpers import scalar, wait_until
+from tests.helpers import scalar, wait_until, watermarks
 from tests.relay_fanout_support import add_endpoints, envelope, metric
 
 pytestmark = pytest.mark.integration
@@ -70,8 +70,7 @@ class Running:
         consumer = Consumer({"bootstrap.servers": self.settings.kafka_bootstrap,
                              "group.id": f"ends-{uuid.uuid4().hex}"})
         try:
-            return {p: consumer.get_watermark_offsets(TopicPartition(self.topic, p),
-                                                      timeout=10)[1]
+            return {p: watermarks(consumer, TopicPartition(self.topic, p))[1]
                     for p in range(PARTITIONS)}
         finally:
             consumer.close()
