@@ -14,7 +14,9 @@ prints one row per run and the mean of each group: throughput during the load, b
 commit → arrival p50 / p99 when the run measured it, CPU milliseconds per delivery of
 each pipeline process, their sum, the receivers' mean, the sum over the receivers', and
 the host's speed during the load (ms of CPU per yardstick unit, median: higher is slower;
-benchmarks/host_speed.py) for runs that sampled it.
+benchmarks/host_speed.py) for runs that sampled it, and beside it the loopback
+yardstick's (``lo``: ms of CPU per 1,000 TCP round trips on 127.0.0.1, which caught a slow
+host the first one read as fast).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class Run:
     cpu_ms: dict[str, float]  # per delivery, by process
     receiver_ms: float  # per delivery, the mean of the receiver processes
     host_ms: float | None  # the yardstick's median during the load (None: not sampled)
+    loopback_ms: float | None = None  # the loopback yardstick's median (runs since 12-07)
 
     @property
     def pipeline_ms(self) -> float:
@@ -63,28 +66,32 @@ def read(path: str) -> Run:
         # however many receiver processes the run had (--receivers)
         receiver_ms=mean(v["cpu_ms_per_delivery"] for k, v in procs.items()
                          if k.startswith("receiver")),
-        host_ms=(d.get("host_speed_ms_per_unit") or {}).get("during_load", {}).get("p50"))
+        host_ms=(d.get("host_speed_ms_per_unit") or {}).get("during_load", {}).get("p50"),
+        loopback_ms=(d.get("host_loopback_ms_per_unit") or {}).get("during_load", {})
+        .get("p50"))
 
 
 def _row(name: str, throughput: float, busy: float, p50: float | None, p99: float | None,
          cpu: dict[str, float], pipeline: float, receivers: float, ratio: float,
-         host: float | None) -> str:
+         host: float | None, loopback: float | None) -> str:
     latency = (f"{p50:6.1f} {p99:6.1f}" if p50 is not None and p99 is not None
                else f"{'-':>6} {'-':>6}")
     procs = " ".join(f"{cpu[p]:7.3f}" for p in PIPELINE)
     return (f"{name:<22} {throughput:7.0f} {busy:5.1f} {latency} {procs} {pipeline:7.3f} "
-            f"{receivers:7.3f} {ratio:6.2f} " + (f"{host:6.1f}" if host else f"{'-':>6}"))
+            f"{receivers:7.3f} {ratio:6.2f} "
+            + " ".join(f"{v:6.1f}" if v else f"{'-':>6}" for v in (host, loopback)))
 
 
 def report(groups: dict[str, list[Run]]) -> list[str]:
     head = (f"{'run':<22} {'del/s':>7} {'busy':>5} {'p50':>6} {'p99':>6} "
             + " ".join(f"{p[:7]:>7}" for p in PIPELINE)
-            + f" {'sum':>7} {'recv':>7} {'ratio':>6} {'host':>6}")
+            + f" {'sum':>7} {'recv':>7} {'ratio':>6} {'host':>6} {'lo':>6}")
     lines = [head]
     for name, runs in groups.items():
         for r in runs:
             lines.append(_row(r.label, r.throughput, r.busy_pct, r.p50_ms, r.p99_ms, r.cpu_ms,
-                              r.pipeline_ms, r.receiver_ms, r.ratio, r.host_ms))
+                              r.pipeline_ms, r.receiver_ms, r.ratio, r.host_ms,
+                              r.loopback_ms))
         timed = [r for r in runs if r.p50_ms is not None and r.p99_ms is not None]
         lines.append(_row(
             f"= {name} (mean of {len(runs)})", mean(r.throughput for r in runs),
@@ -94,7 +101,8 @@ def report(groups: dict[str, list[Run]]) -> list[str]:
             {p: mean(r.cpu_ms[p] for r in runs) for p in PIPELINE},
             mean(r.pipeline_ms for r in runs), mean(r.receiver_ms for r in runs),
             mean(r.ratio for r in runs),
-            mean(hosts) if (hosts := [r.host_ms for r in runs if r.host_ms]) else None))
+            mean(hosts) if (hosts := [r.host_ms for r in runs if r.host_ms]) else None,
+            mean(los) if (los := [r.loopback_ms for r in runs if r.loopback_ms]) else None))
     return lines
 
 

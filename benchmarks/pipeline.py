@@ -823,6 +823,12 @@ def print_table(r: dict[str, Any]) -> None:
     rows.append(("host speed: ms CPU per yardstick unit, before / load p10 p50 p90",
                  f"{speed.get('before', '-')} / {during.get('p10', '-')} "
                  f"{during.get('p50', '-')} {during.get('p90', '-')}"))
+    loopback = r.get("host_loopback_ms_per_unit", {})
+    if loopback:
+        lo = loopback.get("during_load", {})
+        rows.append(("host loopback: ms CPU per 1,000 TCP round trips, before / load p10 p50 "
+                     "p90", f"{loopback.get('before', '-')} / {lo.get('p10', '-')} "
+                     f"{lo.get('p50', '-')} {lo.get('p90', '-')}"))
     if "pipeline_cpu_per_delivery_in_host_units" in r:
         rows.append(("pipeline CPU per delivery in host units (÷ load p50)",
                      f"{r['pipeline_cpu_per_delivery_in_host_units']:.4f}"))
@@ -888,6 +894,7 @@ def main() -> int:
     # This host's core speed wobbles by 2× (benchmarks/host_speed.py): timed back to back
     # before anything starts, and sampled through the load below.
     host_before_ms = host_speed.measure()
+    loopback_before_ms = host_speed.measure_loopback()
     db = fresh_database(admin, label)
     topics = Topics(f"pipe-{label}-{uuid.uuid4().hex[:6]}")
     brokers = localstack.kafka.brokers()
@@ -971,6 +978,8 @@ def main() -> int:
         gen.join()
         result["host_speed_ms_per_unit"] = {"before": host_before_ms,
                                             "during_load": speed.stop()}
+        result["host_loopback_ms_per_unit"] = {"before": loopback_before_ms,
+                                               "during_load": speed.loopback_spread()}
         if chaos:
             chaos.join(timeout=120)
         for spy in spies:

@@ -76,3 +76,39 @@ def test_the_sampler_times_pieces_until_stopped():
     s = sampler.stop()
     assert not sampler.is_alive()
     assert s["samples"] >= 3 and s["p50"] > 0
+
+
+def test_a_loopback_unit_exchanges_every_message_whole():
+    # Each round trip carries the request one way and the answer back, over a real TCP
+    # connection on 127.0.0.1 (the host's loopback is what this yardstick measures).
+    pair = host_speed.Loopback()
+    try:
+        assert pair.round_trips(3) == 3 * (600 + 150)
+        assert pair.round_trips(0) == 0
+    finally:
+        pair.close()
+
+
+def test_a_loopback_closed_mid_exchange_is_an_error_not_a_short_count():
+    pair = host_speed.Loopback()
+    pair.client.sendall(b"r" * 100)  # a sixth of a request, then the other end hangs up
+    pair.client.close()
+    with pytest.raises(ConnectionError, match="closed mid-exchange"):
+        host_speed._receive(pair.server, 600)
+    pair.server.close()
+
+
+def test_the_loopback_yardstick_is_timed_in_cpu_milliseconds():
+    assert host_speed.measure_loopback(repetitions=2) > 0
+
+
+def test_the_sampler_times_the_loopback_beside_the_cpu_unit():
+    sampler = host_speed.Sampler(every_s=0.01, events=20, round_trips=10)
+    sampler.start()
+    deadline = time.monotonic() + 10
+    while len(sampler.loopback_samples_ms) < 3 and sampler.is_alive() \
+            and time.monotonic() < deadline:
+        sampler.join(0.01)
+    sampler.stop()
+    lo = sampler.loopback_spread()
+    assert lo["samples"] == len(sampler.samples_ms) >= 3 and lo["p50"] > 0
