@@ -52,6 +52,13 @@ class Run:
         return self.pipeline_ms / self.receiver_ms
 
 
+def service_cpu(procs: dict[str, Any], service: str) -> float:
+    """CPU-ms per delivery of every process of ``service``: with ``--replicas 2`` the
+    pipeline runs ``dispatcher`` and ``dispatcher2``, and both do the work."""
+    return sum(v["cpu_ms_per_delivery"] for k, v in procs.items()
+               if k == service or (k.startswith(service) and k[len(service):].isdigit()))
+
+
 def read(path: str) -> Run:
     with open(path) as f:
         d: dict[str, Any] = json.load(f)
@@ -62,7 +69,7 @@ def read(path: str) -> Run:
         throughput=d["measure"]["healthy_delivered_per_s_during_load"],
         busy_pct=d["machine_busy_pct"], p50_ms=total[0] if total else None,
         p99_ms=total[1] if total else None,
-        cpu_ms={p: procs[p]["cpu_ms_per_delivery"] for p in PIPELINE},
+        cpu_ms={p: service_cpu(procs, p) for p in PIPELINE},
         # however many receiver processes the run had (--receivers)
         receiver_ms=mean(v["cpu_ms_per_delivery"] for k, v in procs.items()
                          if k.startswith("receiver")),

@@ -33,3 +33,16 @@ def test_a_run_with_the_loopback_yardstick_shows_it_and_an_older_one_a_dash(tmp_
     assert lines[1].split()[-2:] == ["17.5", "12.5"]
     assert lines[2].split()[-2:] == ["17.5", "-"]
     assert lines[3].split()[-2:] == ["17.5", "12.5"]  # the mean of the runs that have it
+
+
+def test_every_replica_of_a_service_counts(tmp_path):
+    # --replicas 2: relay2, fanout2, dispatcher2 beside the first ones
+    path = tmp_path / "r2.json"
+    _run(path, "r2-1", None)
+    d = json.loads(path.read_text())
+    for name in ("relay", "fanout", "dispatcher"):
+        d["processes"][f"{name}2"] = {"cpu_ms_per_delivery": 0.05}
+    path.write_text(json.dumps(d))
+    run = compare_runs.read(str(path))
+    assert round(run.cpu_ms["dispatcher"], 6) == 0.15 and run.cpu_ms["kafka"] == 0.1
+    assert round(run.pipeline_ms, 6) == 0.65
