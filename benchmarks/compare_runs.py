@@ -1,11 +1,12 @@
 """Pipeline benchmark runs side by side, CPU quoted against the run's own yardstick.
 
 On a shared two-core host the same code gives 2,300 or 3,300 deliveries/s depending on
-the neighbours (BENCHMARKS.md), so throughput alone compares little across runs. Each
-pipeline run (``benchmarks.pipeline``) also measures the benchmark's own receivers,
-whose work per delivery is the same whatever the code under test: the pipeline's CPU
-per delivery divided by theirs is a ratio the host's speed mostly cancels out of — between
-runs with the same farm (``--receiver-server``): the Go farm costs about half of uvicorn's.
+the neighbours (BENCHMARKS.md, "How figures travel with the host"), so throughput alone
+compares little across runs. Each pipeline run (``benchmarks.pipeline``) also measures the
+benchmark's own receivers, whose work per delivery is the same whatever the code under
+test: the pipeline's CPU per delivery divided by theirs is a ratio the host's speed mostly
+cancels out of — between runs with the same farm (``--receiver-server``): the Go farm costs
+about half of uvicorn's.
 
     python -m benchmarks.compare_runs old=bench-results/pipeline-s-old-*.json \\
         new=bench-results/pipeline-s-new-*.json

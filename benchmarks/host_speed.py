@@ -3,7 +3,8 @@
 The same code on this kind of machine has run at very different speeds from one session to
 the next: at 1,000 deliveries/s the pipeline kept both cores 57 % busy on the morning of
 2026-12-06 and 90–92 % busy that evening, every process's CPU per delivery 1.5–1.9×
-higher, with no steal time to show for it (BENCHMARKS.md, "2026-12-06 (evening)"). A
+higher, with no steal time to show for it (benchmarks/pipeline.py; BENCHMARKS.md,
+"How figures travel with the host"). A
 figure like "4,000 deliveries/s on these two cores" then says little unless the speed it
 was measured at travels with it.
 

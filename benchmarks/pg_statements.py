@@ -5,7 +5,8 @@ own database, reset just before the load: calls, rows, mean planning and executi
 milliseconds and each statement's share of the total. Planning is worth its own column
 here: the services plan their batch statements with their values on every call (the
 partitioned history prunes to a batch's days only then, ``hookstream.io.pg``), and at
-1,000 deliveries/s that planning was ~40 % of PostgreSQL's time (BENCHMARKS.md).
+1,000 deliveries/s that planning was 26–43 % of PostgreSQL's time (benchmarks/pipeline.py
+--pg-statements; BENCHMARKS.md, Pipeline).
 
 The extension has to be loaded by the server; the local stack does not load it (it costs
 every statement a little). For a benchmark stack::

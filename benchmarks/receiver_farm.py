@@ -21,14 +21,14 @@ measure, and aiohttp's web server (the farm until 2026-12-06 evening, on asyncio
 cost about a fifth of the whole machine's CPU at 4,000 deliveries/s (2026-12-06 morning:
 0.09 of 0.46 CPU-ms per delivery) — CPU a real deployment's receivers never take from
 it. ``uvicorn`` (this script's default) serves the same farm as a bare ASGI app on uvloop with
-httptools' parser: ~30 % less CPU per delivery than aiohttp's server on uvloop, which
-was ~13 % less than on asyncio's loop (BENCHMARKS.md, "2026-12-06 (night)").
+httptools' parser: ~30 % less CPU per delivery than aiohttp's server on uvloop
+(benchmarks/pipeline.py --receiver-server; BENCHMARKS.md, Receiver farm).
 ``--server aiohttp`` keeps the old server to compare against. What the farm counts,
 verifies and answers is the same code either way (``Farm``).
 
 ``benchmarks/receiver_farm_go`` is the same farm in Go, the pipeline benchmark's
 default since 2026-12-07 (``--receiver-server uvicorn|aiohttp`` picks this one): about
-half of uvicorn's CPU per request (BENCHMARKS.md, "2026-12-07"). ``Farm`` here is its
+half of uvicorn's CPU per request (BENCHMARKS.md, Receiver farm). ``Farm`` here is its
 reference, and ``tests/unit/test_receiver_farm.py`` holds all three to the same answers,
 counts and verification.
 """

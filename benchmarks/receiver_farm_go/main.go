@@ -9,7 +9,7 @@
 // counts every request by webhook-id, verifies Standard Webhooks signatures (HMAC-SHA256
 // over "id.timestamp.body", 5-minute tolerance), plays the ok / slow / fail / throttle /
 // hang / gone behaviours and serves /count, /stats and /arrivals in the same JSON — for
-// a fraction of the CPU (BENCHMARKS.md, "2026-12-07").
+// a fraction of the CPU (benchmarks/pipeline.py --receiver-server; BENCHMARKS.md, Receiver farm).
 //
 // Standard library only, Go 1.19 or later (Debian 12's golang-go): `go build` needs
 // nothing from the network.

@@ -1,8 +1,0 @@
-. /tmp/privenv.sh
-run() { side=$1; label=$2; shift 2; case $side in new) dir=/work/main;; base) dir=/tmp/base;; esac
-  (cd $dir && timeout 900 .venv/bin/python -m benchmarks.pipeline "$@" --label $label > /tmp/exp/cf/$label.out 2>&1); echo "$label rc $? $(date +%T)" >> /tmp/exp/cf/log; }
-LAT="--rate 250 --endpoints-per-event 4 --duration 60 --no-bad --no-yardsticks --pg-statements"
-run base cf-base-1 $LAT; run new cf-new-1 $LAT
-run new cf-new-2 $LAT; run base cf-base-2 $LAT
-run base cf-base-3 $LAT; run new cf-new-3 $LAT
-echo done >> /tmp/exp/cf/log
