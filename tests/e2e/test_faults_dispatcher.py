@@ -23,7 +23,7 @@ from hookstream.outbox import write_event
 from tests.e2e.conftest import StartPipeline, add_endpoint
 from tests.helpers import query, scalar, wait_until
 
-pytestmark = pytest.mark.faults
+pytestmark = [pytest.mark.faults, pytest.mark.outage]
 
 
 def _statuses(db_url: str) -> dict[str, int]:

@@ -33,7 +33,7 @@ from tests.conftest import Stack
 from tests.e2e.conftest import StartPipeline, add_endpoint
 from tests.helpers import end_offsets, query, scalar, service_metric, wait_until
 
-pytestmark = pytest.mark.faults
+pytestmark = [pytest.mark.faults, pytest.mark.outage]
 
 
 def _events(db_url: str, n: int) -> None:

@@ -27,7 +27,7 @@ from hookstream.outbox import write_event
 from tests.e2e.conftest import StartPipeline, add_endpoint
 from tests.helpers import scalar, wait_until
 
-pytestmark = pytest.mark.faults
+pytestmark = [pytest.mark.faults, pytest.mark.outage]
 
 OUTAGE_S = 50.0  # past message.timeout.ms (30 s), and past what the fanout then does
 

@@ -25,6 +25,9 @@ from tests.conftest import Stack
 from tests.helpers import query, scalar, stop_cleanly, wait_until
 from tests.relay_fanout_support import read_topic
 
+# stops and starts the servers of the stack it runs on: on a stack of its own (scripts/test.sh)
+pytestmark = pytest.mark.outage
+
 
 def _write(db_url: str, n: int, tag: str) -> None:
     with psycopg.connect(db_url, autocommit=True) as conn:

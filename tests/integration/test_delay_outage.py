@@ -26,7 +26,7 @@ from tests.conftest import Stack
 from tests.helpers import wait_until
 from tests.relay_fanout_support import metric, read_tasks
 
-pytestmark = [pytest.mark.integration, pytest.mark.faults]
+pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.outage]
 
 OUTAGE_S = 45.0  # longer than message.timeout.ms (30 s) with a margin
 
