@@ -5,7 +5,7 @@
 * ``feedback``: an attempt's answer shapes what the endpoint gets next — adaptive rate
   on 429/503, Retry-After, the circuit (pause, probe, close, disable). When the circuit
   pauses or disables the endpoint its queued tasks leave memory: returned as an
-  ``Eviction`` value for the intake to defer or drop.
+  ``Eviction`` value for the backlog to defer or drop.
 * ``take_changes``: circuit states and disablements decided since the last batch, for
   the outcome writer (written in the same transaction as the outcomes).
 * ``refresh_forever``: owners' changes (rate, cap, pause, re-enable) reach the
@@ -35,7 +35,13 @@ from hookstream.dispatcher.store import EndpointRow, Store
 
 from hookstream.io.pg import DatabaseUnavailable
 from hookstream.policy.backlog import smoothed_latency
-from hookstream.policy.circuit import CircuitPolicy, CircuitState, Verdict
+from hookstream.policy.circuit import (
+    Admission,
+    CircuitPolicy,
+    CircuitState,
+    Verdict,
+    admission,
+)
 from hookstream.policy.classify import Outcome
 from hookstream.policy.scheduler import FairScheduler, Limits
 from hookstream.policy.token_bucket import AdaptiveRate
@@ -121,6 +127,14 @@ class EndpointTable:
         cap = 1 if ep.probing else row.max_in_flight
         self._sched.set_endpoint(row.id, row.tenant,
                                  Limits(ep.adaptive.effective, row.burst, cap), self._clock())
+
+    def admit(self, ep: EndpointState, now: float) -> Admission:
+        """What its circuit lets through now: nothing while paused (OPEN: its tasks wait
+        for the pause to end), after a pause a probe only (PROBING), else everything."""
+        adm = admission(self._policy, ep.circuit, now)
+        if adm is not Admission.OPEN:
+            self.set_probing(ep, adm is Admission.PROBING)
+        return adm
 
     def set_probing(self, ep: EndpointState, probing: bool) -> None:
         # After a pause only a probe's worth of traffic: one request at a time until one

@@ -7,7 +7,7 @@
   overdue by more than ``HOOKSTREAM_SWEEP_AFTER_S`` has lost its task, however that
   happened; one that fell due while its endpoint was paused or disabled is held work,
   sent as soon as the endpoint is active again; a *parked* one (a slow endpoint's backlog,
-  see ``intake``) goes back when its slot in the endpoint's drain schedule comes. Either
+  see ``backlog``) goes back when its slot in the endpoint's drain schedule comes. Either
   way a new task: a delay, never a loss. Duplicated tasks are harmless (the lease
   version lets only one claim). Only the first kind is a fault: ``swept_total{reason}``.
 """

@@ -13,16 +13,16 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from hookstream.dispatcher.attempt import storable
+from hookstream.dispatcher.boundary import Durable
 from hookstream.dispatcher.decide import DeliveryVerdict
 from hookstream.dispatcher.metrics import DispatcherMetrics
 from hookstream.dispatcher.offset_book import Item, OffsetBook
-from hookstream.dispatcher.store import AttemptRecord, Store
+from hookstream.dispatcher.store import AttemptRecord
 
 from hookstream.core.aio import wait_set
 from hookstream.core.codec import DeliveryTask, TaskKind
@@ -44,12 +44,10 @@ class Finished:
 
 
 class OutcomeWriter:
-    def __init__(self, *, store: Store, topics: Topics, metrics: DispatcherMetrics,
-                 book: OffsetBook, publish: Callable[[list[Record]], Awaitable[bool]],
-                 db: Callable[..., Awaitable[Any]],
-                 endpoint_changes: Callable[[], EndpointChanges]):
-        self._store, self._topics, self._metrics, self._book = store, topics, metrics, book
-        self._publish, self._db, self._endpoint_changes = publish, db, endpoint_changes
+    def __init__(self, *, durable: Durable, topics: Topics, metrics: DispatcherMetrics,
+                 book: OffsetBook, endpoint_changes: Callable[[], EndpointChanges]):
+        self._durable, self._topics, self._metrics, self._book = durable, topics, metrics, book
+        self._endpoint_changes = endpoint_changes
         # A plain list and an event: an asyncio.Queue costs several calls per item.
         self._finished: list[Finished] = []
         self._ready = asyncio.Event()
@@ -91,7 +89,7 @@ class OutcomeWriter:
             # with Kafka gone), nothing is written and the tasks are redelivered: the
             # attempt rows stay open and the reaper closes them.
             records = self._records(batch, time.time())
-            if not records or await self._publish(records):
+            if not records or await self._durable.publish(records):
                 circuits, disable = self._endpoint_changes()
                 await self.record([f.record for f in batch], circuits, disable)
                 self._book.complete_all([f.item for f in batch])
@@ -124,7 +122,7 @@ class OutcomeWriter:
                      ) -> None:
         """Write outcomes, isolating any row PostgreSQL refuses."""
         try:
-            applied = await self._db(self._store.record, records, circuits, disable)
+            applied = await self._durable.record(records, circuits, disable)
             if applied < len(records):
                 # Written after the lease was taken over (a database outage longer than
                 # the lease): the attempt row is complete, the delivery row belongs to
@@ -147,7 +145,7 @@ class OutcomeWriter:
             r.excerpt = None
             r.error = storable(f"response not storable: {r.error or ''}", 500)
         try:
-            await self._db(self._store.record, records, circuits, disable)
+            await self._durable.record(records, circuits, disable)
         except DataRejected as exc:  # not the receiver's bytes: a bug, loud but contained
             log.error("outcome cannot be recorded; its lease will expire and the reaper"
                       " closes the attempt", extra={"error": str(exc)})

@@ -1,8 +1,8 @@
 """The pump: what the scheduler allows → claimed in one round trip → signed POSTs.
 
-Each finished attempt is turned into values and handed on: its delivery verdict
-(``decide``) and attempt row go to the outcome writer; its answer goes to the endpoint
-table (circuit, adaptive rate), and whatever that moves out of memory to the intake.
+Each finished attempt is turned into values and handed down: its answer to the backlog
+(``after_attempt``: the endpoint table's circuit and adaptive rate, and what that moves
+out of memory), its delivery verdict (``decide``) and attempt row to the outcome writer.
 The pump itself decides nothing.
 """
 
@@ -12,19 +12,17 @@ import asyncio
 import random
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any
 
 import aiohttp
 from hookstream.dispatcher.attempt import AttemptResult, send
+from hookstream.dispatcher.backlog import Backlog
+from hookstream.dispatcher.boundary import Durable
 from hookstream.dispatcher.decide import delivery_verdict
-from hookstream.dispatcher.endpoint_state import EndpointTable
-from hookstream.dispatcher.intake import Intake
 from hookstream.dispatcher.metrics import DispatcherMetrics
 from hookstream.dispatcher.offset_book import Item, OffsetBook
 from hookstream.dispatcher.outcomes import Finished, OutcomeWriter
-from hookstream.dispatcher.store import AttemptRecord, Claim, Store
+from hookstream.dispatcher.store import AttemptRecord, Claim
 
 from hookstream.core.aio import wait_set
 from hookstream.core.codec import TaskKind
@@ -38,13 +36,12 @@ IDLE_WAKE_S = 0.5  # looks again this often with nothing to wake it
 
 class Pump:
     def __init__(self, *, settings: DispatcherSettings, sched: FairScheduler[uuid.UUID, Item],
-                 book: OffsetBook, store: Store, metrics: DispatcherMetrics,
-                 endpoints: EndpointTable, intake: Intake, writer: OutcomeWriter,
-                 backoff: BackoffPolicy, db: Callable[..., Awaitable[Any]],
+                 book: OffsetBook, durable: Durable, backlog: Backlog, writer: OutcomeWriter,
+                 backoff: BackoffPolicy, metrics: DispatcherMetrics,
                  rng: random.Random | None = None):
-        self._s, self._sched, self._book, self._store = settings, sched, book, store
-        self._metrics, self._endpoints, self._intake = metrics, endpoints, intake
-        self._writer, self._backoff, self._db = writer, backoff, db
+        self._s, self._sched, self._book, self._durable = settings, sched, book, durable
+        self._backlog, self._writer, self._backoff = backlog, writer, backoff
+        self._metrics = metrics
         self._rng = rng or random.Random()
         self.attempts: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
@@ -82,7 +79,7 @@ class Pump:
     async def _claim_and_send(self, session: aiohttp.ClientSession,
                               picked: list[tuple[uuid.UUID, Item]]) -> None:
         sent_m = time.monotonic()
-        claims = await self._db(self._store.claim, [item.task for _, item in picked])
+        claims = await self._durable.claim([item.task for _, item in picked])
         claimed_m = time.monotonic()
         self._metrics.stage_claim.observe(claimed_m - sent_m)
         by_id = {c.delivery_id: c for c in claims}
@@ -121,12 +118,7 @@ class Pump:
         verdict = delivery_verdict(
             result.decision, attempt_no=claim.attempt_no, manual=claim.manual,
             expires_at_s=claim.expires_at_s, now_s=now, policy=self._backoff, rng=self._rng)
-        ep = self._endpoints.observed(claim.endpoint_id, result.latency_ms)
-        if ep is not None:
-            self._intake.trim(ep, now)
-            eviction = self._endpoints.feedback(ep, result, now)
-            if eviction is not None:
-                self._intake.evict(eviction)
+        self._backlog.after_attempt(claim.endpoint_id, result, now)
         self._sched.release(claim.endpoint_id, time.monotonic())
         self._wake.set()
         record = AttemptRecord(

@@ -4,17 +4,22 @@ durable outcomes, retries through the delay tiers.
 This module wires the pieces and runs them as a few named asyncio tasks on one loop:
 
 * ``poll`` (here): reads tasks from the ``DeliveryConsumer`` (``consumer.py``, one Kafka
-  thread) and hands them to the ``Intake`` (``intake.py``), which defers what cannot be
-  served soon (paused endpoint, not yet due, a backlog beyond what the endpoint drains
-  in a few seconds) to a delay tier and queues the rest in the ``FairScheduler``;
+  thread) and hands them to the ``Intake`` (``intake.py``), which queues in the
+  ``FairScheduler`` what can be served soon and gives the rest to the ``Backlog``
+  (``backlog.py``: paused endpoint, not yet due, more than the endpoint drains in a few
+  seconds), which takes it out of memory durably (a delay tier, or parked in PostgreSQL);
 * ``pump`` (``pump.py``): takes what the scheduler allows (endpoint and tenant caps and
   buckets, the process cap), claims it in one round trip, starts the attempts; each
-  answer goes to the ``EndpointTable`` (``endpoint_state.py``: circuit, adaptive rate);
+  answer goes to the backlog (``after_attempt``: the ``EndpointTable``'s circuit and
+  adaptive rate, and what they move out of memory), then to the outcome writer;
 * ``writer`` (``outcomes.py``): per batch of finished attempts, makes retry/dead-letter
   records durable, then writes attempt rows, delivery rows and circuit states in one
   transaction, and only then lets the offsets advance (``offset_book.py``);
 * ``committer``, ``reaper``/``sweeper`` (``lost_work.py``), ``refresher``: offsets, work
   no live task will run, endpoint settings.
+
+Every database call and publish of the delivery path goes through one ``Durable``
+(``boundary.py``): retried until it succeeds, failures reported to the ``Health``.
 
 Messages complete out of order; a partition's offset is committed only up to its lowest
 unfinished message.
@@ -28,10 +33,10 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from typing import Any
 
 import aiohttp
+from hookstream.dispatcher.backlog import Backlog
+from hookstream.dispatcher.boundary import Durable, Health, until_acked
 from hookstream.dispatcher.consumer import DeliveryConsumer
 from hookstream.dispatcher.delay import DelayForwarder
 from hookstream.dispatcher.endpoint_state import EndpointTable
@@ -47,15 +52,7 @@ from prometheus_client import CollectorRegistry
 from hookstream.core.aio import wait_set
 from hookstream.core.settings import DispatcherSettings
 from hookstream.core.topics import Topics
-from hookstream.io.kafka import (
-    Failed,
-    KafkaPermanent,
-    KafkaTransient,
-    Publisher,
-    Record,
-    publish_until_acked,
-)
-from hookstream.io.pg import DatabaseUnavailable
+from hookstream.io.kafka import KafkaPermanent, KafkaTransient, Publisher
 from hookstream.io.safe_resolver import SafeResolver
 from hookstream.policy.backoff import BackoffPolicy
 from hookstream.policy.circuit import CircuitPolicy
@@ -73,8 +70,6 @@ SHUTDOWN_WRITE_WAIT_S = 10.0
 
 
 class Dispatcher:
-    pump: Pump
-
     def __init__(self, settings: DispatcherSettings, registry: CollectorRegistry):
         s = settings
         self.settings = s
@@ -85,9 +80,7 @@ class Dispatcher:
              *(t.rsplit(".", 1)[-1] for t in self.topics.tiers.topics)])
         self.registry = registry
         self.stop = threading.Event()
-        self._healthy = False
-        self._last_error: str | None = None
-        self._delay: DelayForwarder | None = None
+        self.health = Health(self.metrics)
         backoff = BackoffPolicy(
             base_s=s.retry_base_s, cap_s=max(s.retry_cap_s, s.retry_base_s),
             floor_s=min(s.retry_floor_s, s.retry_base_s), jitter=min(s.retry_jitter, 1.0),
@@ -106,42 +99,47 @@ class Dispatcher:
         # abandoned (their offsets stay uncommitted, so the work is redone after restart).
         self._abandon = threading.Event()
         self._store = Store(s.database_url, s.lease_s, keyring=s.secret_keys)  # opened in _main
+        self.durable = Durable(
+            self._store, until_acked(self._publisher, self.health, self._abandon.is_set),
+            self.health)
         self.consumer = DeliveryConsumer(
             bootstrap=s.kafka_bootstrap, group_id=s.group_id, topic=self.topics.deliveries,
-            book=self.book, fail=self._fail, membership=s.membership)
+            book=self.book, fail=self.health.fail, membership=s.membership)
         self.endpoints = EndpointTable(sched=self.sched, policy=circuit, metrics=self.metrics,
                                        refresh_s=s.endpoint_refresh_s)
+        # Built from the bottom of a delivery's path up: each part calls only the parts
+        # built before it (intake → backlog, scheduler → pump → writer → offset book).
         self.writer = OutcomeWriter(
-            store=self._store, topics=self.topics, metrics=self.metrics, book=self.book,
-            publish=self._publish, db=self._db, endpoint_changes=self.endpoints.take_changes)
-        self.intake = Intake(
-            topics=self.topics, endpoints=self.endpoints, sched=self.sched, book=self.book,
-            metrics=self.metrics, store=self._store, policy=circuit,
-            backlog_horizon_s=s.backlog_horizon_s, publish=self._publish, db=self._db,
-            wake=lambda: self.pump.wake(), rng=rng)
+            durable=self.durable, topics=self.topics, metrics=self.metrics, book=self.book,
+            endpoint_changes=self.endpoints.take_changes)
+        self.backlog = Backlog(
+            sched=self.sched, endpoints=self.endpoints, book=self.book, durable=self.durable,
+            topics=self.topics, metrics=self.metrics, horizon_s=s.backlog_horizon_s, rng=rng)
         self.pump = Pump(
-            settings=s, sched=self.sched, book=self.book, store=self._store,
-            metrics=self.metrics, endpoints=self.endpoints, intake=self.intake,
-            writer=self.writer, backoff=backoff, db=self._db, rng=rng)
+            settings=s, sched=self.sched, book=self.book, durable=self.durable,
+            backlog=self.backlog, writer=self.writer, backoff=backoff, metrics=self.metrics,
+            rng=rng)
+        self.intake = Intake(
+            endpoints=self.endpoints, sched=self.sched, backlog=self.backlog, book=self.book,
+            durable=self.durable, topics=self.topics, metrics=self.metrics,
+            wake=self.pump.wake)
 
-    # -- health: this process's own, and its delay forwarder's ---------------------------
+    # -- health: this process's own, and its delay forwarder's (boundary.Health) -------------
     @property
     def healthy(self) -> bool:
-        return self._healthy and (self._delay is None or self._delay.healthy)
+        return self.health.healthy
 
     @healthy.setter
     def healthy(self, value: bool) -> None:
-        self._healthy = value
+        self.health.healthy = value
 
     @property
     def last_error(self) -> str | None:
-        if self._last_error is None and self._delay is not None and not self._delay.healthy:
-            return self._delay.last_error
-        return self._last_error
+        return self.health.last_error
 
     @last_error.setter
     def last_error(self, value: str | None) -> None:
-        self._last_error = value
+        self.health.last_error = value
 
     # -- the service ------------------------------------------------------------------
     def run(self) -> None:
@@ -157,11 +155,12 @@ class Dispatcher:
         s = self.settings
         store = self._store
         await self.consumer.subscribe()
-        delay = self._delay = DelayForwarder(
+        delay = self.health.delay = DelayForwarder(
             s.kafka_bootstrap, f"{s.group_id}-delay", self.topics, self.topics.tiers,
             self.registry, self.stop, s.membership).start()
         lost = LostWork(store=store, settings=s, topic=self.topics.deliveries,
-                        metrics=self.metrics, publish=self._publish, fail=self._fail,
+                        metrics=self.metrics, publish=self.durable.publish,
+                        fail=self.health.fail,
                         writer_stuck_for=self.writer.stuck_for,
                         # Back to back sweeps only while this process's scheduler is
                         # less than half full: a saturated dispatcher would park again
@@ -191,7 +190,7 @@ class Dispatcher:
                 asyncio.create_task(self.consumer.commit_forever(), name="committer"),
                 asyncio.create_task(lost.reap_forever(), name="reaper"),
                 asyncio.create_task(lost.sweep_forever(), name="sweeper"),
-                asyncio.create_task(self.endpoints.refresh_forever(store, self._fail),
+                asyncio.create_task(self.endpoints.refresh_forever(store, self.health.fail),
                                     name="refresher"),
             ]
             for h in helpers:
@@ -265,48 +264,11 @@ class Dispatcher:
             except KafkaPermanent as exc:
                 # This consumer cannot go on (a fatal error): a new one resumes from the
                 # committed offsets; what this one held in memory is redelivered.
-                self._fail("kafka", exc)
+                self.health.fail("kafka", exc)
                 await self.consumer.rebuild(self.last_error)
                 continue
             except KafkaTransient as exc:
-                self._fail("kafka", exc)
+                self.health.fail("kafka", exc)
                 await asyncio.sleep(1)
                 continue
             await self.intake.receive(messages)
-
-    # -- I/O helpers ----------------------------------------------------------------------
-    async def _db(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Retry a database call until it succeeds: the offsets of the work it concerns stay
-        uncommitted meanwhile, so even a crash here loses nothing."""
-        delay = 0.2
-        while True:
-            try:
-                result = await fn(*args)
-                if not self.healthy:
-                    self.healthy, self.last_error = True, None
-                return result
-            except DatabaseUnavailable as exc:
-                self._fail("database", exc)
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 10.0)
-
-    async def _publish(self, records: list[Record]) -> bool:
-        """True once every record is acknowledged by the broker (failed ones are sent
-        again, exactly those); False only when shutdown gave up waiting."""
-        return await publish_until_acked(
-            self._publisher, records, on_failure=self._publish_failed,
-            give_up=self._abandon.is_set)
-
-    def _publish_failed(self, failed: list[Failed]) -> None:
-        self.metrics.errors.labels("kafka_produce").inc(len(failed))
-        self._fail("kafka", KafkaTransient(f"{len(failed)} records not acknowledged, "
-                                           f"retrying them: {failed[0].error}"))
-        for f in failed:
-            if not f.retriable:  # a record the broker can never take: a bug, say so
-                log.error("record refused permanently", extra={
-                    "topic": f.record.topic, "error": f.error})
-
-    def _fail(self, kind: str, exc: BaseException) -> None:
-        self.metrics.errors.labels(kind).inc()
-        self.healthy, self.last_error = False, f"{kind}: {exc}"
-        log.warning("dispatcher error", extra={"kind": kind, "error": str(exc)})

@@ -9,21 +9,21 @@ import math
 import random
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
+from hookstream.dispatcher.backlog import REOPEN_SPREAD_S, Backlog
+from hookstream.dispatcher.boundary import Durable, Health
 from hookstream.dispatcher.endpoint_state import EndpointState, Eviction
-from hookstream.dispatcher.intake import REOPEN_SPREAD_S, Intake
+from hookstream.dispatcher.intake import Intake
 from hookstream.dispatcher.store import EndpointRow
 
 from hookstream.core.codec import DeliveryTask
 from hookstream.core.topics import Topics
 from hookstream.io.kafka import Record
 from hookstream.policy.circuit import CircuitState
-from tests.unit.dispatcher_parts import POLICY, TP, Parts, row, task
+from tests.unit.dispatcher_parts import TP, Parts, row, task
 
 HORIZON_S = 5.0
 TOPICS = Topics("t")
@@ -101,15 +101,14 @@ class Rig(Parts):
         self.store = FakeStore(list(rows))
         self.broker = FakeBroker()
         self.woken = asyncio.Event()
-
-        async def db(fn: Callable[..., Any], *args: Any) -> Any:
-            return await fn(*args)
-
+        durable = Durable(self.store, self.broker.publish,  # type: ignore[arg-type]
+                          Health(self.metrics))
+        self.backlog = Backlog(
+            sched=self.sched, endpoints=self.table, book=self.book, durable=durable,
+            topics=TOPICS, metrics=self.metrics, horizon_s=HORIZON_S, rng=random.Random(7))
         self.intake = Intake(
-            topics=TOPICS, endpoints=self.table, sched=self.sched, book=self.book,
-            metrics=self.metrics, store=self.store, policy=POLICY,  # type: ignore[arg-type]
-            backlog_horizon_s=HORIZON_S, publish=self.broker.publish, db=db,
-            wake=self.woken.set, rng=random.Random(7))
+            endpoints=self.table, sched=self.sched, backlog=self.backlog, book=self.book,
+            durable=durable, topics=TOPICS, metrics=self.metrics, wake=self.woken.set)
 
     async def ingest(self, tasks: list[DeliveryTask]) -> None:
         await self.intake.ingest(self.read(tasks))
@@ -120,8 +119,9 @@ class Rig(Parts):
         return ep
 
     async def background_done(self) -> None:
-        # The intake's own background deferrals: awaited, not slept on.
-        await asyncio.wait_for(asyncio.gather(*self.intake._background), 5)
+        # The intake's and the backlog's own background work: awaited, not slept on.
+        await asyncio.wait_for(
+            asyncio.gather(*self.intake._background, *self.backlog._background), 5)
 
 
 async def test_a_servable_task_is_queued_and_the_pump_woken() -> None:
@@ -267,7 +267,7 @@ async def test_once_its_latency_is_known_a_slow_endpoint_keeps_only_what_it_drai
     # 2 in flight at 1 s: 2/s; 8 kept, what it drains in the horizon less one latency
     ep = rig.table.observed(r.id, 1000.0)
     assert ep is not None
-    rig.intake.trim(ep, datetime.now(UTC).timestamp())
+    rig.backlog.trim(ep, datetime.now(UTC).timestamp())
     await rig.background_done()
     assert rig.sched.queued_for(r.id) == 8 and len(rig.store.parked) == 52
 
@@ -283,18 +283,18 @@ async def test_a_slow_endpoint_that_speeds_up_gets_its_parked_backlog_at_its_new
     ep = rig.table.observed(r.id, 1000.0)
     assert ep is not None
     now = datetime.now(UTC).timestamp()
-    rig.intake.trim(ep, now)
+    rig.backlog.trim(ep, now)
     await rig.background_done()
     assert len(rig.store.parked) == 52 and ep.planned_rate == 2.0
     cursor = ep.defer_cursor
     assert cursor >= now + 25
     for _ in range(3):  # one 10 ms answer is not enough to double the average's pace
         rig.table.observed(r.id, 10.0)
-        rig.intake.trim(ep, now)
+        rig.backlog.trim(ep, now)
     assert rig.store.pulled == []
     for _ in range(30):
         rig.table.observed(r.id, 10.0)
-        rig.intake.trim(ep, now)
+        rig.backlog.trim(ep, now)
     await rig.background_done()
     # Once each time the pace doubled (the latency average decays toward 10 ms): a few
     # rewrites of the rows, never one per answer.
@@ -315,7 +315,7 @@ async def test_an_endpoint_with_nothing_parked_pulls_nothing_forward() -> None:
     ep = rig.state(r.id)
     for latency_ms in (1000.0, 10.0, 10.0, 10.0):
         rig.table.observed(r.id, latency_ms)
-        rig.intake.trim(ep, datetime.now(UTC).timestamp())
+        rig.backlog.trim(ep, datetime.now(UTC).timestamp())
     await rig.background_done()
     assert rig.store.parked == [] and rig.store.pulled == []
 
@@ -325,8 +325,8 @@ async def test_an_eviction_is_deferred_when_paused_and_dropped_when_disabled() -
     rig = Rig(paused, disabled)
     await rig.ingest([task(paused.id) for _ in range(3)] + [task(disabled.id) for _ in range(2)])
     until = datetime.now(UTC).timestamp() + 30
-    rig.intake.evict(Eviction(rig.sched.pop_excess(paused.id, 0), until))
-    rig.intake.evict(Eviction(rig.sched.pop_excess(disabled.id, 0), None))
+    rig.backlog.evict(Eviction(rig.sched.pop_excess(paused.id, 0), until))
+    rig.backlog.evict(Eviction(rig.sched.pop_excess(disabled.id, 0), None))
     await rig.background_done()
     dues = [t.due_at.timestamp() for t in rig.store.parked]
     assert len(dues) == 3 and all(until <= d <= until + REOPEN_SPREAD_S for d in dues)

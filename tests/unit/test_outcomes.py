@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
+from hookstream.dispatcher.boundary import Durable, Health
 from hookstream.dispatcher.decide import DeliveryVerdict, RowStatus
 from hookstream.dispatcher.outcomes import Finished, OutcomeWriter
 from hookstream.dispatcher.store import AttemptRecord, Claim
@@ -53,13 +53,9 @@ def _finished(parts: Parts, finished_at: float, retry_in_s: float | None) -> Fin
 
 async def test_outcomes_waiting_for_the_broker_count_as_stuck_until_recorded() -> None:
     parts, broker, store = Parts(), Broker(), Store()
-
-    async def db(fn: Callable[..., Any], *args: Any) -> Any:
-        return await fn(*args)
-
-    writer = OutcomeWriter(store=store, topics=Topics("t"), metrics=parts.metrics,  # type: ignore[arg-type]
-                           book=parts.book, publish=broker.publish, db=db,
-                           endpoint_changes=lambda: ({}, {}))
+    durable = Durable(store, broker.publish, Health(parts.metrics))  # type: ignore[arg-type]
+    writer = OutcomeWriter(durable=durable, topics=Topics("t"), metrics=parts.metrics,
+                           book=parts.book, endpoint_changes=lambda: ({}, {}))
     assert writer.stuck_for(time.time()) == 0.0
     now = time.time()
     retry = _finished(parts, now - 5.0, retry_in_s=60.0)  # its retry record goes first
