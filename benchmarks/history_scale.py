@@ -91,7 +91,7 @@ from hookstream.api.server import ApiServer
 from hookstream.api.validation import DELIVERY_STATUSES, EndpointSpec
 from hookstream.core.codec import DeliveryTask, TaskKind
 from hookstream.core.settings import ApiSettings
-from hookstream.dev.devkeys import development_keyring
+from hookstream.dev.localstack.devkeys import development_keyring
 from hookstream.io import queries
 from hookstream.ops.retention import maintain
 

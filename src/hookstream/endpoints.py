@@ -93,7 +93,7 @@ def create_endpoint(
     assert row is not None
     endpoint_id = row[0]
     if keyring is None:
-        from hookstream.dev.devkeys import development_keyring
+        from hookstream.dev.localstack.devkeys import development_keyring
 
         keyring = development_keyring()
     key_id, sealed = seal(keyring, secret, endpoint_id.bytes)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import psycopg
 
 from hookstream.core.signing import decode_secret
-from hookstream.dev.devkeys import development_keyring
+from hookstream.dev.localstack.devkeys import development_keyring
 from tests.helpers import query
 from tests.integration.test_api_secrets import signing_secrets
 from tests.integration.test_api_support import ApiHarness, api_fixture  # noqa: F401

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 from hookstream.core.secretbox import Keyring, OpenedSecrets
 from hookstream.core.signing import verify, webhook_headers
-from hookstream.dev.devkeys import development_keyring
+from hookstream.dev.localstack.devkeys import development_keyring
 from tests.helpers import query
 from tests.integration.test_api_support import ApiHarness, api_fixture  # noqa: F401
 

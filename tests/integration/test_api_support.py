@@ -26,7 +26,7 @@ from hookstream.api import store
 from hookstream.api.app import API, Api, build_app
 from hookstream.core.codec import DeliveryTask
 from hookstream.core.settings import ApiSettings
-from hookstream.dev.devkeys import development_keyring
+from hookstream.dev.localstack.devkeys import development_keyring
 from tests.conftest import Stack
 
 

@@ -14,7 +14,7 @@ from hookstream.dispatcher.store import Store
 
 from hookstream.core.codec import DeliveryTask, TaskKind
 from hookstream.core.secretbox import seal
-from hookstream.dev.devkeys import development_keyring
+from hookstream.dev.localstack.devkeys import development_keyring
 from hookstream.endpoints import create_endpoint
 
 

@@ -18,7 +18,7 @@ import psycopg
 from hookstream.dispatcher.store import Store
 
 from hookstream.core.codec import DeliveryTask, TaskKind
-from hookstream.dev.devkeys import development_keyring
+from hookstream.dev.localstack.devkeys import development_keyring
 from hookstream.endpoints import create_endpoint
 from tests.helpers import query
 

@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry
 
 from hookstream.core.settings import DispatcherSettings
 from hookstream.core.topics import TopicSpec
-from hookstream.dev.devkeys import development_keyring
+from hookstream.dev.localstack.devkeys import development_keyring
 from hookstream.endpoints import create_endpoint
 from hookstream.io.kafka import (
     Failed,

@@ -13,7 +13,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hookstream.dev.devkeys import development_keys
+from hookstream.dev.localstack.devkeys import development_keys
 from hookstream.ops.stack_dump import DUMP_SIGNAL
 
 SERVICES = ("relay", "fanout", "dispatcher")

@@ -73,12 +73,12 @@ def env() -> dict[str, str]:
     signing key); on a cluster also the topic replication it can hold (3 / 2 from three
     brokers), so `hookstream topics` in a shell that evaluated `stack env` creates and
     checks what the cluster is for."""
-    from hookstream.dev.devkeys import development_keys
+    from hookstream.dev.localstack.devkeys import development_keys
 
     settings = {
         "HOOKSTREAM_DATABASE_URL": postgres.database_url(),
         "HOOKSTREAM_KAFKA_BOOTSTRAP": kafka.bootstrap(),
-        # the stack's generated development key (hookstream.dev.devkeys), never production's
+        # the stack's generated development key (localstack.devkeys), never production's
         "HOOKSTREAM_SECRET_KEYS": development_keys(),
     }
     count = kafka.brokers()
@@ -159,7 +159,7 @@ def purge(only: str | None = None) -> dict[str, int]:
             freed["postgres"] = postgres.purge()
             # The development key sealed only what was in that database: it goes with it
             # (the next `up` makes a new one).
-            from hookstream.dev.devkeys import FILE_NAME
+            from hookstream.dev.localstack.devkeys import FILE_NAME
 
             (stack_dir() / FILE_NAME).unlink(missing_ok=True)
         if only is None:
