@@ -9,22 +9,23 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from contextlib import nullcontext
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from datetime import UTC, datetime
+from typing import Any
 
 import psycopg
 from confluent_kafka import Message
+from hookstream.fanout import store as fanout_store
 from hookstream.fanout.audiences import AudienceCache
+from hookstream.fanout.metrics import FanoutMetrics
 from hookstream.fanout.plan import Audience, plan
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from hookstream.fanout.records import dead_letter, delivery_tasks, next_offsets
+from hookstream.fanout.store import FanoutStore, Row
+from prometheus_client import CollectorRegistry
 
 from hookstream.core.codec import CodecError, EventEnvelope
-from hookstream.core.fastcodec import encode_new_task
 from hookstream.core.settings import FanoutSettings
 from hookstream.core.topics import Topics
-from hookstream.io import queries
 from hookstream.io.kafka import (
     TP,
     Failed,
@@ -37,58 +38,12 @@ from hookstream.io.kafka import (
     consumer_config,
     publish_until_acked_sync,
 )
-from hookstream.io.pg import DatabaseUnavailable, DataRejected, plan_with_values, translating
+from hookstream.io.pg import DatabaseUnavailable, DataRejected
 from hookstream.ops.lag import LagSnapshot, smallest_lag_s
-from hookstream.ops.observability import at_zero
 from hookstream.ops.sampling import Sample
 from hookstream.policy import batching
 
 log = logging.getLogger("hookstream.fanout")
-Q = queries.load("fanout")
-
-
-class FanoutMetrics:
-    def __init__(self, registry: CollectorRegistry):
-        self.events = at_zero(Counter(
-            "hookstream_fanout_events_total", "Events consumed", ["result"], registry=registry),
-            ("fanned_out", "conflict", "undecodable", "refused"))
-        self.deliveries = Counter(
-            "hookstream_fanout_deliveries_created_total", "Delivery rows created",
-            registry=registry)
-        self.tasks = Counter(
-            "hookstream_fanout_tasks_produced_total", "Delivery tasks produced", registry=registry)
-        self.coalesced = Counter(
-            "hookstream_fanout_coalesced_total",
-            "Pending deliveries superseded by the delivery of a newer event of the same "
-            "(endpoint, coalescing key)", registry=registry)
-        self.batch_seconds = Histogram(
-            "hookstream_fanout_batch_seconds", "Duration of one fan-out batch",
-            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
-            registry=registry)
-        self.event_seconds = Histogram(
-            "hookstream_fanout_event_seconds",
-            "Fan-out duration per event: from its batch's start until its rows are "
-            "committed and its tasks handed to the producer",
-            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-            registry=registry)
-        self.statement_rows = Histogram(
-            "hookstream_fanout_statement_rows",
-            "Delivery rows returned by one creating statement (bounded by "
-            "FANOUT_MAX_ROWS_PER_STATEMENT)",
-            buckets=(1, 10, 100, 500, 1000, 2000, 5000, 10000, 20000, 50000),
-            registry=registry)
-        self.lag_seconds = Histogram(
-            "hookstream_fanout_event_lag_seconds", "Outbox commit → delivery rows durable",
-            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
-            registry=registry)
-        self.errors = at_zero(Counter(
-            "hookstream_fanout_errors_total", "Batches that failed", ["kind"], registry=registry),
-            ("database", "broker"))
-        self.gather_seconds = Gauge(
-            "hookstream_fanout_gather_seconds",
-            "How long a started batch waits for more events now (grows with this "
-            "process's throughput above FANOUT_GATHER_FROM_PER_S, and while the "
-            "dispatchers are seconds behind; 0: take what is there)", registry=registry)
 
 
 @dataclass
@@ -101,14 +56,6 @@ class BatchResult:
     coalesced: int = 0
     statements: int = 0
     refused: int = 0  # well-formed, but PostgreSQL refused to store them: dead-lettered
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
-
-
-def _epoch_us(at: datetime) -> int:
-    return (at - _EPOCH) // _MICROSECOND
 
 
 class Fanout:
@@ -188,6 +135,10 @@ class Fanout:
 
     # -- one batch: decoded events in, rows and tasks out ----------------------------
     def process(self, conn: psycopg.Connection[Any], messages: list[Message]) -> BatchResult:
+        """One batch over ``conn``, an autocommitted connection."""
+        return self._process(FanoutStore(conn), messages)
+
+    def _process(self, store: FanoutStore, messages: list[Message]) -> BatchResult:
         started = time.monotonic()
         envelopes: list[EventEnvelope] = []
         origin: dict[uuid.UUID, Message] = {}
@@ -204,17 +155,17 @@ class Fanout:
         # The same event twice in one batch (relay retry) is one event.
         unique = list({e.event_id: e for e in envelopes}.values())
         result = BatchResult(0, 0, 0, 0, undecodable)
-        fast = self._store_and_fan_out(conn, unique, result) if unique else []
+        fast = self._store_and_fan_out(store, unique, result) if unique else []
         if fast is not None:
             accepted = fast
         else:  # the general path: nothing of the batch was written by the attempt
-            accepted, again, conflicts, refused = self._store_isolating(conn, unique)
+            accepted, again, conflicts, refused = self._store_isolating(store, unique)
             dead += [self._dead_letter(origin[e.event_id], f"event refused by PostgreSQL: {why}")
                      for e, why in refused]
             result.events, result.conflicts = len(unique) - len(refused), conflicts
             result.refused = len(refused)
             if accepted:
-                self._fan_out(conn, accepted, again, result)
+                self._fan_out(store, accepted, again, result)
         # Before the offsets move past them, the dead letters must be durable too.
         self._publish(dead)
         now = datetime.now(UTC)
@@ -224,7 +175,7 @@ class Fanout:
             self.metrics.lag_seconds.observe(max(0.0, (now - e.committed_at).total_seconds()))
         return result
 
-    def _store_isolating(self, conn: psycopg.Connection[Any], unique: list[EventEnvelope],
+    def _store_isolating(self, store: FanoutStore, unique: list[EventEnvelope],
                          ) -> tuple[list[EventEnvelope], set[uuid.UUID], int,
                                     list[tuple[EventEnvelope, str]]]:
         """``_store_events``, except that events PostgreSQL refuses (a NUL in a text
@@ -232,8 +183,7 @@ class Fanout:
         returned with the reason instead of failing it: retried, they would fail the
         same way forever and jam their partition."""
         try:
-            with translating():
-                accepted, again, conflicts = self._store_events(conn, unique)
+            accepted, again, conflicts = self._store_events(store, unique)
             return accepted, again, conflicts, []
         except DataRejected as exc:
             if len(unique) == 1:
@@ -241,11 +191,11 @@ class Fanout:
                     "event_id": str(unique[0].event_id), "error": str(exc)})
                 return [], set(), 0, [(unique[0], str(exc)[:500])]
         mid = len(unique) // 2
-        a1, g1, c1, r1 = self._store_isolating(conn, unique[:mid])
-        a2, g2, c2, r2 = self._store_isolating(conn, unique[mid:])
+        a1, g1, c1, r1 = self._store_isolating(store, unique[:mid])
+        a2, g2, c2, r2 = self._store_isolating(store, unique[mid:])
         return a1 + a2, g1 | g2, c1 + c2, r1 + r2
 
-    def _store_events(self, conn: psycopg.Connection[Any], unique: list[EventEnvelope],
+    def _store_events(self, store: FanoutStore, unique: list[EventEnvelope],
                       ) -> tuple[list[EventEnvelope], set[uuid.UUID], int]:
         """Store new events (immutable, with their hash). Returns the events to fan out
         (new ones, and ones seen before with the same bytes: ``again``) and the number of
@@ -257,14 +207,14 @@ class Fanout:
         # transaction — a crash before it leaves the events stored and the batch
         # unacknowledged, and the next pass compares them as copies seen before.
         shas = [hashlib.sha256(e.payload).digest() for e in unique]
-        new_ids = {r[0] for r in conn.execute(Q["store_events"], _event_rows(unique, shas))}
+        new_ids = store.store_events(unique, shas)
         again, conflicts = self._compare_copies(
-            conn, [(e, s) for e, s in zip(unique, shas, strict=True)
+            store, [(e, s) for e, s in zip(unique, shas, strict=True)
                    if e.event_id not in new_ids])
         accepted = [e for e in unique if e.event_id in new_ids or e.event_id in again]
         return accepted, again, conflicts
 
-    def _compare_copies(self, conn: psycopg.Connection[Any],
+    def _compare_copies(self, store: FanoutStore,
                         seen_before: list[tuple[EventEnvelope, bytes]],
                         ) -> tuple[set[uuid.UUID], int]:
         """Events stored before this batch: the ones with the same bytes (``again``: fanned
@@ -274,20 +224,18 @@ class Fanout:
         conflicts = 0
         if not seen_before:
             return again, conflicts
-        stored = {r[0]: bytes(r[1]) for r in conn.execute(
-            Q["stored_hashes"], {"ids": [e.event_id for e, _ in seen_before],
-                                 "committed_at": [e.committed_at for e, _ in seen_before]})}
+        stored = store.stored_hashes([e for e, _ in seen_before])
         for e, sha in seen_before:
             if stored.get(e.event_id) == sha:
                 again.add(e.event_id)
             else:
                 conflicts += 1
-                conn.execute(Q["record_conflict"], {"event_id": e.event_id, "sha": sha})
+                store.record_conflict(e.event_id, sha)
                 log.error("event id reused with different bytes; rejected",
                           extra={"event_id": str(e.event_id)})
         return again, conflicts
 
-    def _store_and_fan_out(self, conn: psycopg.Connection[Any], unique: list[EventEnvelope],
+    def _store_and_fan_out(self, store: FanoutStore, unique: list[EventEnvelope],
                            result: BatchResult) -> list[EventEnvelope] | None:
         """The common batch — no coalescing key, every delivery in one planned statement —
         stored and fanned out in one statement and one commit (store_and_create), its
@@ -299,42 +247,31 @@ class Fanout:
             return None  # superseding must commit with the rows it compares: _fan_out
         keys = [(e.tenant, e.type) for e in unique]
         try:
-            with translating():
-                statements = plan(keys, self._audiences(conn, keys),
-                                  self.settings.max_rows_per_statement)
-                if len(statements) > 1:
-                    return None
-                # hashed only here: a batch sent to the general path is hashed there
-                shas = [hashlib.sha256(e.payload).digest() for e in unique]
-                chosen = [(unique[s.event], s) for s in (statements[0] if statements else [])]
-                rows = conn.execute(Q["store_and_create"], {
-                    **_event_rows(unique, shas),
-                    "c_event_id": [e.event_id for e, _ in chosen],
-                    "c_tenant": [e.tenant for e, _ in chosen],
-                    "c_type": [e.type for e, _ in chosen],
-                    "c_coalescing_key": [None for _ in chosen],
-                    "c_committed_at": [e.committed_at for e, _ in chosen],
-                    "c_after": [s.after for _, s in chosen],
-                    "c_upto": [s.upto for _, s in chosen],
-                    "window_s": self.settings.retry_window_s,
-                }).fetchall()
+            statements = plan(keys, self._audiences(store, keys),
+                              self.settings.max_rows_per_statement)
+            if len(statements) > 1:
+                return None
+            # hashed only here: a batch sent to the general path is hashed there
+            shas = [hashlib.sha256(e.payload).digest() for e in unique]
+            chosen = [(unique[s.event], s) for s in (statements[0] if statements else [])]
+            rows = store.store_and_create(unique, shas, chosen, self.settings.retry_window_s)
         except DataRejected:
             # (a text PostgreSQL cannot store, even as a query parameter): the general
             # path isolates the event that carries it
             return None
         stored_now = {r[1] for r in rows if r[0] is None}
         again, conflicts = self._compare_copies(
-            conn, [(e, sha) for e, sha in zip(unique, shas, strict=True)
+            store, [(e, sha) for e, sha in zip(unique, shas, strict=True)
                    if str(e.event_id) not in stored_now])
         result.events, result.conflicts = len(unique), conflicts
         result.statements += 1
         self._emit([r for r in rows if r[0] is not None], set(), unique, result)
         copies = [e for e in unique if e.event_id in again]
         if copies:
-            self._fan_out(conn, copies, again, result)
+            self._fan_out(store, copies, again, result)
         return [e for e in unique if str(e.event_id) in stored_now or e.event_id in again]
 
-    def _fan_out(self, conn: psycopg.Connection[Any], events: list[EventEnvelope],
+    def _fan_out(self, store: FanoutStore, events: list[EventEnvelope],
                  again: set[uuid.UUID], result: BatchResult) -> None:
         """Delivery rows and tasks, in statements of bounded size (plan.py). Each
         statement commits on its own and its tasks are published (and acknowledged, every
@@ -344,33 +281,14 @@ class Fanout:
         completes — see create_deliveries."""
         page = self.settings.max_rows_per_statement
         keys = [(e.tenant, e.type) for e in events]
-        for statement in plan(keys, self._audiences(conn, keys), page):
+        for statement in plan(keys, self._audiences(store, keys), page):
             chosen = [events[s.event] for s in statement]
-            # Without coalescing keys the statement is the whole transaction: run on
-            # its own (autocommit), it costs one round trip instead of three. With
-            # keys, the superseding must commit together with the rows it compares.
-            keyed_events = any(e.coalescing_key is not None for e in chosen)
-            with conn.transaction() if keyed_events else nullcontext():
-                rows = conn.execute(Q["create_deliveries"], {
-                    "event_id": [e.event_id for e in chosen],
-                    "tenant": [e.tenant for e in chosen],
-                    "type": [e.type for e in chosen],
-                    "coalescing_key": [e.coalescing_key for e in chosen],
-                    "committed_at": [e.committed_at for e in chosen],
-                    "again": [e.event_id in again for e in chosen],
-                    "after": [s.after for s in statement],
-                    "upto": [s.upto for s in statement],
-                    "window_s": self.settings.retry_window_s,
-                }).fetchall()
-                keyed = [r for r in rows if r[7] and r[6] is not None]
-                superseded: set[str] = set()
-                if keyed:
-                    superseded = {r[0] for r in conn.execute(Q["coalesce"], {
-                        "endpoint_id": [r[2] for r in keyed], "key": [r[6] for r in keyed]})}
+            rows, superseded = store.create_deliveries(chosen, statement, again,
+                                                       self.settings.retry_window_s)
             result.statements += 1
             self._emit(rows, superseded, events, result)
 
-    def _audiences(self, conn: psycopg.Connection[Any], keys: list[tuple[str, str]],
+    def _audiences(self, store: FanoutStore, keys: list[tuple[str, str]],
                    ) -> dict[tuple[str, str], Audience]:
         """How many endpoints each (tenant, type) reaches. Recent answers serve
         (audiences.py says why a stale one is safe): at moderate load most batches then
@@ -379,32 +297,19 @@ class Fanout:
         if missing:
             # A pair the query returns no row for reaches nobody now.
             found = dict.fromkeys(missing, Audience(0))
-            found.update({
-                (r[0], r[1]): Audience(r[2], tuple(r[3]))
-                for r in conn.execute(Q["audiences"], {
-                    "tenant": [k[0] for k in missing], "type": [k[1] for k in missing],
-                    "page": self.settings.max_rows_per_statement})
-            })
+            found.update(store.audiences(missing, self.settings.max_rows_per_statement))
             self.audiences.keep(found)
             audiences.update(found)
         return audiences
 
-    def _emit(self, rows: list[tuple[Any, ...]], superseded: set[str],
+    def _emit(self, rows: list[Row], superseded: set[str],
               events: list[EventEnvelope], result: BatchResult) -> None:
         """One statement's delivery rows → their tasks, handed to the producer."""
         result.created += sum(1 for r in rows if r[7])
         result.coalesced += len(superseded)
         self.metrics.statement_rows.observe(len(rows))
-        committed_us = {str(e.event_id): _epoch_us(e.committed_at) for e in events}
-        due_us = _epoch_us(datetime.now(UTC))
-        topic = self.topics.deliveries
-        # A row superseded in the same transaction needs no task (it can never be
-        # claimed); rows superseded from earlier batches already had theirs.
-        tasks = [
-            Record(topic, key, encode_new_task(delivery_id, event_id, endpoint_id, tenant,
-                                               due_us, committed_us[event_id], lease_version))
-            for (delivery_id, event_id, endpoint_id, key, tenant, lease_version,
-                 _ck, _created) in rows if delivery_id not in superseded]
+        tasks = delivery_tasks(self.topics.deliveries, rows, superseded, events,
+                               datetime.now(UTC))
         self._send(tasks)
         result.tasks += len(tasks)
 
@@ -478,10 +383,7 @@ class Fanout:
     def _dead_letter(self, msg: Message, reason: str) -> Record:
         log.error("event record sent to the dead-letter topic",
                   extra={"reason": reason, "partition": msg.partition(), "offset": msg.offset()})
-        return Record(self.topics.dead, msg.key() or b"", msg.value() or b"", headers=[
-            ("hookstream-reason", reason.encode()),
-            ("hookstream-source", f"{msg.topic()}/{msg.partition()}/{msg.offset()}".encode()),
-        ])
+        return dead_letter(self.topics.dead, msg, reason)
 
     # -- the loop --------------------------------------------------------------------
     def run(self) -> None:
@@ -520,9 +422,7 @@ class Fanout:
 
     def _run_connected(self, consumer: GroupConsumer) -> None:
         # Driver errors leave as DatabaseUnavailable (retried), or untranslated for a bug.
-        with translating(), psycopg.connect(self.settings.database_url, autocommit=True,
-                                            connect_timeout=10) as conn:
-            plan_with_values(conn)  # a batch's days pruned by its values (hookstream.io.pg)
+        with fanout_store.connect(self.settings.database_url) as store:
             self._status(None)
             while not self.stop.is_set():
                 # With tasks on their way, only look: if nothing is there, settle them
@@ -534,10 +434,10 @@ class Fanout:
                     self._settle()
                     continue
                 started = time.monotonic()
-                result = self.process(conn, batch)
+                result = self._process(store, batch)
                 # Its rows are durable; its offsets are committed once its last tasks
                 # are acknowledged too (the next settle).
-                for tp, offset in _next_offsets(batch).items():
+                for tp, offset in next_offsets(batch).items():
                     self._due[tp] = max(offset, self._due.get(tp, 0))
                 if not self._sending:
                     self._settle()
@@ -552,28 +452,3 @@ class Fanout:
                 self._throughput.add(result.tasks, time.monotonic())
                 self.metrics.coalesced.inc(result.coalesced)
 
-
-def _event_rows(events: list[EventEnvelope], shas: list[bytes]) -> dict[str, list[Any]]:
-    """The events as store_events (and store_and_create) take them: one array a column."""
-    return {
-        "event_id": [e.event_id for e in events],
-        "tenant": [e.tenant for e in events],
-        "type": [e.type for e in events],
-        "schema_version": [e.schema_version for e in events],
-        "object_id": [e.object_id for e in events],
-        "object_version": [e.object_version for e in events],
-        "coalescing_key": [e.coalescing_key for e in events],
-        "occurred_at": [e.occurred_at for e in events],
-        "committed_at": [e.committed_at for e in events],
-        "payload": [e.payload for e in events],
-        "sha": shas,
-    }
-
-
-def _next_offsets(messages: list[Message]) -> dict[TP, int]:
-    highest: dict[TP, int] = {}
-    for m in messages:
-        # A consumed record always has its topic, partition and offset.
-        key = cast(TP, (m.topic(), m.partition()))
-        highest[key] = max(highest.get(key, -1), cast(int, m.offset()))
-    return {tp: o + 1 for tp, o in highest.items()}
