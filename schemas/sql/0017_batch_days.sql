@@ -6,7 +6,8 @@
 -- ran as a nested loop with the batch inside — the claim compared every row with every
 -- task (39,800 rows removed by its join filter for 200 tasks), probed endpoints by a
 -- sequential scan per row, and its takeover update walked all 200 ids per probe: three
--- costs that grow with the square of the batch (EXPLAIN ANALYZE, BENCHMARKS.md).
+-- costs that grow with the square of the batch (EXPLAIN ANALYZE;
+-- benchmarks/batch_statements.py, BENCHMARKS.md, Batch statements).
 -- committed_at between the first and the last day's bounds prunes to those days (every
 -- day between too: a batch mixing a weeks-old manual replay with today's rows probes
 -- each partition between, one index probe per id) and is, for the planner, the whole of

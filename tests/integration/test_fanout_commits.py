@@ -1,8 +1,9 @@
 """The fanout's consumer offsets on the real broker: committed at most once per
 ``FANOUT_COMMIT_INTERVAL_S`` however many batches go by (one commit a batch cost the
-broker a write every few events at moderate load, BENCHMARKS.md 2026-12-05), all of
-them at a clean stop, and those of settled batches before a partition moves to another
-member — so neither a stop nor a rebalance makes anyone read an event twice."""
+broker a write every few events at moderate load: benchmarks/pipeline.py; BENCHMARKS.md,
+Pipeline), all of them at a clean stop, and those of settled batches before a partition
+moves to another member — so neither a stop nor a rebalance makes anyone read an event
+twice."""
 
 from __future__ import annotations
 

@@ -293,7 +293,7 @@ def test_a_name_with_one_character_changed_is_refused_suggesting_the_original(
 
 ROOT = Path(__file__).resolve().parents[2]
 # What ships or runs (code, deployment, scripts) and what documents it. BENCHMARKS.md is
-# left out: it is a log of past runs and may name variables that no longer exist.
+# left out: it quotes past runs with the settings they had, which may no longer exist.
 SCANNED = ("src", "services", "benchmarks", "scripts", "tests", "deploy", "docs", "stack",
            "Makefile", "docker-compose.yml", "Dockerfile", "README.md")
 GENERATED = {"__pycache__", ".kafka-libs", ".pytest_cache", ".hypothesis"}
