@@ -12,7 +12,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from hookstream.api import store
+from hookstream.controlplane import store
 from hookstream.core.topics import Topics
 from hookstream.dev.harness import Pipeline, pipeline_env
 from hookstream.dev.receiver import Behaviour, Receiver, ReceiverThread

@@ -27,8 +27,7 @@ import psycopg
 import pytest
 from playwright.sync_api import expect
 
-from hookstream.api import auth
-from hookstream.api.console import tokens
+from hookstream.controlplane import auth, tokens
 from hookstream.dev.harness import Pipeline, free_port
 from hookstream.dev.receiver import Behaviour, Receiver
 from hookstream.io import queries

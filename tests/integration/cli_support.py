@@ -18,9 +18,9 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from hookstream.api import store
 from hookstream.api.server import ApiServer
 from hookstream.cli import main as cli_main
+from hookstream.controlplane import store
 from hookstream.core.topics import Topics
 from tests.conftest import Stack
 from tests.integration.test_api_support import api_settings

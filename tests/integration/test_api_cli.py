@@ -12,8 +12,8 @@ from typing import Any
 import orjson
 import pytest
 
-from hookstream.api.auth import hash_token
 from hookstream.cli import main as cli_main
+from hookstream.controlplane.auth import hash_token
 from tests.helpers import query
 
 

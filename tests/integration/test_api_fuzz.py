@@ -16,7 +16,7 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hookstream.api.app import ROUTES
+from hookstream.api.routes import ROUTES
 from tests.integration.test_api_support import (  # noqa: F401
     ApiHarness,
     kapi_fixture,

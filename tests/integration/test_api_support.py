@@ -22,8 +22,10 @@ from aiohttp.test_utils import TestClient, TestServer
 from confluent_kafka import Consumer, TopicPartition
 from psycopg.rows import dict_row
 
-from hookstream.api import store
-from hookstream.api.app import API, Api, build_app
+from hookstream.api.app import build_app
+from hookstream.api.resources import API
+from hookstream.controlplane import store
+from hookstream.controlplane.context import ControlPlane as Api
 from hookstream.core.codec import DeliveryTask
 from hookstream.core.settings import ApiSettings
 from hookstream.dev.localstack.devkeys import development_keyring

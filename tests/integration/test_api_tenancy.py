@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from hookstream.api.app import ROUTES
+from hookstream.api.routes import ROUTES
 from tests.helpers import query
 from tests.integration.test_api_support import (  # noqa: F401
     ApiHarness,

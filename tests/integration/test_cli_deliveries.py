@@ -225,7 +225,7 @@ def test_keys_and_addresses_that_do_not_work(served: Served) -> None:
 
 def test_dead_letters_when_kafka_cannot_be_reached(
         db_url: str, served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
-    import hookstream.api.dead_letter_routes as routes
+    import hookstream.controlplane.dead_letters as routes
 
     monkeypatch.setattr(routes, "READ_TIMEOUT_S", 1.0)  # no need to wait the full 10 s
     settings: ApiSettings = api_settings(db_url, "127.0.0.1:9", served.topics.prefix)

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from hookstream.api.console import tokens
-from hookstream.api.console.keys import load_or_create
 from hookstream.api.console.mount import PAGES
+from hookstream.controlplane import tokens
+from hookstream.controlplane.portal import load_or_create
 from tests.console_support import Visitor
 from tests.helpers import query
 from tests.integration.test_api_secrets import signing_secrets

@@ -15,8 +15,8 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from hookstream.api import store
-from hookstream.api.operations import Operations
+from hookstream.controlplane import store
+from hookstream.controlplane.operations import Operations
 from hookstream.io import queries
 from tests.helpers import scalar, wait_until
 from tests.integration.test_api_support import ApiHarness, api_fixture  # noqa: F401

@@ -21,8 +21,8 @@ import psycopg.rows
 import psycopg.sql
 import pytest
 
-from hookstream.api import store
-from hookstream.api.validation import DELIVERY_STATUSES
+from hookstream.controlplane import store
+from hookstream.controlplane.validation import DELIVERY_STATUSES
 from hookstream.core.codec import DeliveryTask, TaskKind
 from hookstream.core.counts import COUNT_CAP
 from hookstream.io import queries

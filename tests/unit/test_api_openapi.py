@@ -7,8 +7,10 @@ from typing import Any
 
 import orjson
 
-from hookstream.api.app import ROUTES, build_app, openapi_document
+from hookstream.api.app import build_app
 from hookstream.api.console.mount import JSON_ROUTES
+from hookstream.api.openapi import openapi_document
+from hookstream.api.routes import ROUTES
 from hookstream.core.settings import ApiSettings
 
 

@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from hookstream.api import auth, rules
-from hookstream.api.errors import ApiError
+from hookstream.controlplane import auth, rules
+from hookstream.controlplane.errors import ApiError
 
 NOW = datetime(2025, 6, 1, tzinfo=UTC)
 OPERATOR = auth.Principal(uuid.uuid4(), None)

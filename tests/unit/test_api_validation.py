@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from multidict import MultiDict
 
-from hookstream.api import validation as v
-from hookstream.api.errors import ApiError
+from hookstream.controlplane import validation as v
+from hookstream.controlplane.errors import ApiError
 from hookstream.endpoints import type_matches
 
 NOW = datetime(2025, 6, 1, 12, tzinfo=UTC)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import io
 
-from hookstream.api.client import ApiRefused, ApiUnreachable
 from hookstream.cli import output
+from hookstream.cli.client import ApiRefused, ApiUnreachable
 from hookstream.cli.failures import database_target, describe
 from hookstream.cli.progress import Progress, bar
 from hookstream.core.settings import SettingsError

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from multidict import MultiDict
 
-from hookstream.api import validation as v
 from hookstream.api.console import forms
-from hookstream.api.errors import ApiError
+from hookstream.controlplane import validation as v
+from hookstream.controlplane.errors import ApiError
 
 
 def test_an_endpoint_form_becomes_the_apis_body() -> None:

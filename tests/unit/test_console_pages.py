@@ -14,7 +14,7 @@ import pytest
 from hookstream.api.console import headers
 from hookstream.api.console.render import environment, render_html, static_files
 from hookstream.api.console.session import Viewer
-from hookstream.api.console.tokens import Session
+from hookstream.controlplane.tokens import Session
 
 HOSTILE = '"><script>alert(1)</script><img src=x onerror=alert(2)>\'-alert(3)-\''
 TEMPLATES = resources.files("hookstream.api.console") / "templates"

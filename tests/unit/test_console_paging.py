@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hookstream.api.console.paging import link, page_of
-from hookstream.api.validation import decode_cursor
+from hookstream.controlplane.validation import decode_cursor
 
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
 rows_strategy = st.lists(st.tuples(st.integers(0, 50), st.uuids()), max_size=60, unique=True)

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hookstream.api.console import tokens
-from hookstream.api.console.tokens import Grant, Session, TokenRefused
+from hookstream.controlplane import tokens
+from hookstream.controlplane.tokens import Grant, Session, TokenRefused
 
 KEY = b"k" * 32
 NOW = 1_800_000_000

@@ -1,30 +1,27 @@
-"""What every route handler works with: the request's context (who calls, the API's
-resources, the parsed body and query) and the JSON responses. Kept apart from the route
-table in ``app`` so that route modules (``app``, ``outbox_routes`` ...) share it without
-importing each other."""
+"""What every JSON route handler works with: the request's context (who calls, the
+control plane, the parsed body and query) and the JSON responses. Route modules share
+it without importing each other or the app."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 from aiohttp import web
 
-from hookstream.api import auth
-from hookstream.api import validation as v
+from hookstream.controlplane import auth
+from hookstream.controlplane import validation as v
+from hookstream.controlplane.context import ControlPlane
 from hookstream.core.settings import ApiSettings
-
-if TYPE_CHECKING:
-    from hookstream.api.app import Api
 
 
 @dataclass(frozen=True)
 class Ctx:
     request: web.Request
-    api: Api
+    cp: ControlPlane
     principal: auth.Principal
 
     @property
@@ -33,7 +30,7 @@ class Ctx:
 
     @property
     def settings(self) -> ApiSettings:
-        return self.api.settings
+        return self.cp.settings
 
     async def body(self, *, required: bool = True) -> dict[str, Any]:
         return v.json_object(await self.request.read(), required=required)

@@ -48,10 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true",
                         help="on failure print the traceback; show the Kafka client's log")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    from hookstream.api import cli as bootstrap
-    from hookstream.api.commands import register as register_api_commands
     from hookstream.cli import history, provision, secrets, services, stack
-    from hookstream.ops.reconcile import register as register_reconcile
+    from hookstream.cli.commands import bootstrap, reconcile
+    from hookstream.cli.commands import register as register_api_commands
 
     services.register(sub)
     provision.register(sub)
@@ -69,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(fn=_demo)
     bootstrap.register(sub)  # tenants | apikeys (PostgreSQL)
     register_api_commands(sub)  # endpoints | deliveries | events | operations | outbox ...
-    register_reconcile(sub)
+    reconcile.register(sub)
     return parser
 
 

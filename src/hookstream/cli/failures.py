@@ -20,8 +20,8 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from hookstream.api.client import ApiRefused, ApiUnreachable
-from hookstream.api.errors import ApiError
+from hookstream.cli.client import ApiRefused, ApiUnreachable
+from hookstream.controlplane.errors import ApiError
 from hookstream.core.settings import SettingsError
 from hookstream.dev.localstack.paths import StackError
 from hookstream.io.kafka import BrokerUnavailable

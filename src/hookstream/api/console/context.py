@@ -1,5 +1,5 @@
-"""What every console handler needs: the API's pool and settings, the signing key, the
-session, the signed-in viewer, and a page rendered with the context every template
+"""What every console handler needs: the control plane, the signing key, the session,
+the signed-in viewer, and a page rendered with the context every template
 shares (viewer, CSRF token, the message of the action just done)."""
 
 from __future__ import annotations
@@ -11,14 +11,15 @@ from typing import Any
 from aiohttp import web
 from multidict import MultiDict
 
-from hookstream.api import validation as v
-from hookstream.api.app import API, Api
-from hookstream.api.console import csrf, forms, tokens
+from hookstream.api.console import csrf, forms
 from hookstream.api.console import session as sessions
-from hookstream.api.console.keys import KeyHolder
 from hookstream.api.console.render import render_html
 from hookstream.api.console.session import SESSION, Viewer
-from hookstream.api.errors import ApiError, not_found
+from hookstream.api.resources import control_plane
+from hookstream.controlplane import portal, tokens
+from hookstream.controlplane import validation as v
+from hookstream.controlplane.context import ControlPlane
+from hookstream.controlplane.errors import ApiError, not_found
 from hookstream.core.settings import ApiSettings
 
 PAGE_SIZE = 25
@@ -44,14 +45,14 @@ DONE = {
 @dataclass
 class Console:
     settings: ApiSettings
-    keys: KeyHolder
+    keys: portal.KeyHolder
 
 
 CONSOLE = web.AppKey("hookstream_console", Console)
 
 
-def api_of(request: web.Request) -> Api:
-    return request.config_dict[API]
+def api_of(request: web.Request) -> ControlPlane:
+    return control_plane(request)
 
 
 def console_of(request: web.Request) -> Console:
@@ -71,9 +72,7 @@ async def viewer(request: web.Request, *, operator: bool = False,
     s = request[SESSION]
     if not s.signed_in:
         raise web.HTTPSeeOther("/console/login")
-    async with api_of(request).conn() as conn:
-        valid = await sessions.still_valid(conn, s)
-    if not valid:
+    if not await portal.session_valid(api_of(request), s):
         sessions.replace(request, tokens.anonymous(sessions.now(), sessions.ANONYMOUS_TTL_S))
         raise web.HTTPSeeOther("/console/login?done=ended")
     found = Viewer(s)

@@ -12,12 +12,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from hookstream.api import auth, store
 from hookstream.api.console import session as sessions
-from hookstream.api.console import tokens
 from hookstream.api.console.context import KEY, api_of, console_of, form, page, see_other
 from hookstream.api.console.session import SESSION
-from hookstream.api.errors import ApiError
+from hookstream.controlplane import portal, tokens
 
 
 def home_of(s: tokens.Session) -> str:
@@ -35,14 +33,7 @@ async def login_form(request: web.Request) -> web.Response:
 
 async def login(request: web.Request) -> web.Response:
     data = await form(request)
-    raw = (data.get("api_key") or "").strip()
-    principal = None
-    try:
-        token = auth.bearer_token(f"Bearer {raw}")
-        async with api_of(request).conn() as conn:
-            principal = await store.principal(conn, token)
-    except ApiError:
-        pass
+    principal = await portal.sign_in(api_of(request), (data.get("api_key") or "").strip())
     if principal is None:
         return page(request, "login.html", 401, error="That API key is not valid or was revoked.")
     ttl = console_of(request).settings.console_session_ttl_s
@@ -65,9 +56,7 @@ async def portal_open(request: web.Request) -> web.Response:
                    if exc.reason == "expired" else "This portal link is not valid.")
         return page(request, "portal.html", 401, error=message)
     s = tokens.signed_in(grant)
-    async with api_of(request).conn() as conn:
-        valid = await sessions.still_valid(conn, s)
-    if not valid:
+    if not await portal.session_valid(api_of(request), s):
         return page(request, "portal.html", 401, error="This portal link has been revoked.")
     sessions.replace(request, s)
     raise see_other("/console/endpoints")

@@ -2,7 +2,7 @@
 
 A form sends text; the API validates JSON values. These functions only convert
 (numbers, lists, checkboxes, the browser's ``datetime-local`` format), then the console
-hands the result to ``hookstream.api.validation`` so both front doors apply one set of
+hands the result to ``hookstream.controlplane.validation`` so both front doors apply one set of
 rules. A conversion that fails is the same 400 naming the field.
 """
 
@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from hookstream.api.errors import invalid
+from hookstream.controlplane.errors import invalid
 
 # <input type="datetime-local"> sends "2024-06-01T12:30" (or with seconds) and no offset;
 # the console labels such fields UTC.

@@ -5,7 +5,8 @@ The middleware is where every console request passes: the session is read (or a 
 anonymous one made, so the sign-in form has a CSRF token too), every state change is
 refused without a valid CSRF token or when the browser says it comes from another site,
 errors become HTML pages (another tenant's ids: "not found"), and every answer gets the
-security headers (``headers``) and, when it changed, the session cookie.
+security headers (``headers``) and, when it changed, the session cookie. The errors are
+mapped by ``hookstream.api.problems``, as for the JSON API, and rendered as a page.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from hookstream.api.app import API, Handler, authed
+from hookstream.api.access import authed
 from hookstream.api.console import actions, csrf, entry, headers, operator, pages, portal_api
 from hookstream.api.console import session as sessions
 from hookstream.api.console.context import (
@@ -26,13 +27,15 @@ from hookstream.api.console.context import (
     page,
     secure,
 )
-from hookstream.api.console.keys import KeyHolder
 from hookstream.api.console.render import static_files
 from hookstream.api.console.session import CHANGED, SESSION
-from hookstream.api.errors import ApiError
+from hookstream.api.handling import Handler
+from hookstream.api.problems import problem_of
+from hookstream.api.resources import API
+from hookstream.controlplane.errors import ApiError
+from hookstream.controlplane.portal import KeyHolder
 from hookstream.core.settings import ApiSettings
-from hookstream.io.kafka import BrokerUnavailable
-from hookstream.io.pg import DatabaseUnavailable, DataRejected, translating
+from hookstream.io.pg import translating
 
 log = logging.getLogger("hookstream.api.console")
 
@@ -49,7 +52,7 @@ PAGES: tuple[tuple[str, str, PageHandler], ...] = (
     ("GET", "/portal", entry.portal_page),
     ("POST", "/portal", entry.portal_open),
     ("POST", "/logout", entry.logout),
-    ("GET", "/endpoints", pages.endpoints),
+    ("GET", "/endpoints", pages.endpoints_page),
     ("GET", "/endpoints/new", pages.new_endpoint),
     ("POST", "/endpoints", actions.create_endpoint),
     ("GET", "/endpoints/{endpoint_id}", pages.endpoint),
@@ -60,14 +63,14 @@ PAGES: tuple[tuple[str, str, PageHandler], ...] = (
     ("POST", "/endpoints/{endpoint_id}/enable", actions.enable_endpoint),
     ("POST", "/endpoints/{endpoint_id}/replay", actions.replay_endpoint),
     ("POST", "/endpoints/{endpoint_id}/recover", actions.recover_endpoint),
-    ("GET", "/endpoints/{endpoint_id}/secrets", pages.secrets),
+    ("GET", "/endpoints/{endpoint_id}/secrets", pages.secrets_page),
     ("POST", "/endpoints/{endpoint_id}/secrets/rotate", actions.rotate_secret),
     ("POST", "/endpoints/{endpoint_id}/secrets/{version}/revoke", actions.revoke_secret),
-    ("GET", "/deliveries", pages.deliveries),
+    ("GET", "/deliveries", pages.deliveries_page),
     ("GET", "/deliveries/{delivery_id}", pages.delivery),
     ("GET", "/deliveries/{delivery_id}/live", pages.delivery_live),
     ("POST", "/deliveries/{delivery_id}/replay", actions.replay_delivery),
-    ("GET", "/events", pages.events),
+    ("GET", "/events", pages.events_page),
     ("GET", "/events/{event_id}", pages.event),
     ("GET", "/operations/{operation_id}", pages.operation),
     ("GET", "/operations/{operation_id}/live", pages.operation_live),
@@ -118,24 +121,16 @@ async def console_middleware(request: web.Request,
             if request.method not in csrf.SAFE_METHODS:
                 await _check_csrf(request, key, request[SESSION].sid)
             response = await handler(request)
-    except ApiError as exc:
-        response = _error_page(request, exc.status, exc.message)
     except web.HTTPException as exc:
-        if 300 <= exc.status < 400 and "Location" in exc.headers:
+        if 300 <= exc.status < 400 and "Location" in exc.headers:  # a handler's redirect
             response = web.Response(status=exc.status,
                                     headers={"Location": exc.headers["Location"]})
         else:
-            response = _error_page(request, exc.status, exc.reason)
-    except (DatabaseUnavailable, BrokerUnavailable) as exc:
-        log.warning("console: dependency unavailable", extra={"error": str(exc)})
-        response = _error_page(request, 503, "The database or Kafka is unavailable; retry"
-                                             " in a moment.")
-    except DataRejected:
-        response = _error_page(request, 400, "A value in the form cannot be stored (e.g. a"
-                                             " NUL character).")
-    except Exception:
-        log.exception("console: unhandled error", extra={"path": request.path})
-        response = _error_page(request, 500, "Internal error.")
+            problem = problem_of(exc, request, log)
+            response = _error_page(request, problem.status, problem.for_people)
+    except Exception as exc:
+        problem = problem_of(exc, request, log)
+        response = _error_page(request, problem.status, problem.for_people)
     static = request.path.startswith("/console/static/")
     response.headers.update(headers.security_headers(
         console.settings.console_frame_ancestors, cache=static, https=secure(request)))

@@ -1,22 +1,16 @@
 """The operator console (an operator key's session): the fleet's worst endpoints by
 oldest pending age, bulk operations in progress, dead letters, quarantined outbox rows,
-every tenant, and links to the Grafana dashboard (deploy/grafana). A tenant's session
-gets "not found" here, like any page that is not its own.
-
-Every list is bounded and index-driven: the worst endpoints are the same query the
-metrics sampler runs (observability.sql), dead letters and quarantined rows walk small
-partial indexes (migration 0010), newest first with keyset cursors.
+every tenant (``hookstream.controlplane.fleet``), and links to the Grafana dashboard
+(deploy/grafana). A tenant's session gets "not found" here, like any page that is not
+its own.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Any
+from datetime import datetime
 
 from aiohttp import web
 
-from hookstream.api import store
-from hookstream.api import validation as v
 from hookstream.api.console.context import (
     PAGE_SIZE,
     api_of,
@@ -26,27 +20,12 @@ from hookstream.api.console.context import (
     viewer,
 )
 from hookstream.api.console.paging import link, page_of
-from hookstream.api.errors import invalid
-from hookstream.io import queries
+from hookstream.controlplane import fleet
+from hookstream.controlplane import validation as v
+from hookstream.controlplane.errors import invalid
 
-Q = queries.load("console")
-OBSERVABILITY = queries.load("observability")
-WORST = 10
-OVERVIEW_ROWS = 10
 # The dashboard in deploy/grafana/dashboards/hookstream.json (its uid).
 DASHBOARD_PATH = "/d/hookstream/hookstream"
-_FAR_FUTURE = datetime(9999, 1, 1, tzinfo=UTC)
-_MAX_UUID = "ffffffff-ffff-ffff-ffff-ffffffffffff"
-
-
-async def _rows(conn: store.Conn, sql: str, params: dict[str, Any]) -> list[store.Row]:
-    return await (await conn.execute(sql, params)).fetchall()
-
-
-async def _dead(conn: store.Conn, before: Any, limit: int) -> list[store.Row]:
-    at, ident = before or (_FAR_FUTURE, _MAX_UUID)
-    return await _rows(conn, Q["dead_letters"], {"before_at": at, "before_id": ident,
-                                                 "limit": limit})
 
 
 def _quarantine_cursor(raw: str | None) -> tuple[datetime, int] | None:
@@ -59,13 +38,6 @@ def _quarantine_cursor(raw: str | None) -> tuple[datetime, int] | None:
     return v.timestamp(at, "cursor"), int(ident)
 
 
-async def _quarantined(conn: store.Conn, before: tuple[datetime, int] | None,
-                       limit: int) -> list[store.Row]:
-    at, ident = before or (_FAR_FUTURE, 2**63 - 1)
-    return await _rows(conn, Q["quarantined_outbox"], {"before_at": at, "before_id": ident,
-                                                       "limit": limit})
-
-
 def grafana_links(base: str) -> list[tuple[str, str]]:
     if not base:
         return []
@@ -76,13 +48,9 @@ def grafana_links(base: str) -> list[tuple[str, str]]:
 
 async def overview(request: web.Request) -> web.Response:
     await viewer(request, operator=True)
-    async with api_of(request).conn() as conn:
-        worst = await _rows(conn, OBSERVABILITY["worst_endpoints"], {"limit": WORST})
-        running = await _rows(conn, Q["running_operations"], {"limit": OVERVIEW_ROWS})
-        dead = await _dead(conn, None, OVERVIEW_ROWS)
-        quarantined = await _quarantined(conn, None, OVERVIEW_ROWS)
-    return page(request, "ops.html", worst=worst, running=running, dead=dead,
-                quarantined=quarantined,
+    seen = await fleet.overview(api_of(request))
+    return page(request, "ops.html", worst=seen.worst, running=seen.running, dead=seen.dead,
+                quarantined=seen.quarantined,
                 grafana=grafana_links(console_of(request).settings.console_grafana_url))
 
 
@@ -90,8 +58,7 @@ async def tenants(request: web.Request) -> web.Response:
     await viewer(request, operator=True)
     raw = v.single(request.query, "cursor")
     after = v.tenant_id(raw, "cursor") if raw else None
-    async with api_of(request).conn() as conn:
-        rows = await store.list_tenants(conn, after, PAGE_SIZE + 1)
+    rows = await fleet.tenants(api_of(request), after, PAGE_SIZE + 1)
     more = len(rows) > PAGE_SIZE
     items = rows[:PAGE_SIZE]
     return page(request, "tenants.html", items=items,
@@ -100,8 +67,8 @@ async def tenants(request: web.Request) -> web.Response:
 
 async def dead_letters(request: web.Request) -> web.Response:
     await viewer(request, operator=True)
-    async with api_of(request).conn() as conn:
-        rows = await _dead(conn, query_cursor(request.query), PAGE_SIZE + 1)
+    rows = await fleet.dead_deliveries(api_of(request), query_cursor(request.query),
+                                       PAGE_SIZE + 1)
     found = page_of(rows, PAGE_SIZE, lambda r: (r["updated_at"], r["delivery_id"]))
     return page(request, "dead_letters.html", items=found.items,
                 next_link=found.next_cursor and link("/console/ops/dead-letters", {},
@@ -110,9 +77,9 @@ async def dead_letters(request: web.Request) -> web.Response:
 
 async def quarantine(request: web.Request) -> web.Response:
     await viewer(request, operator=True)
-    async with api_of(request).conn() as conn:
-        rows = await _quarantined(conn, _quarantine_cursor(v.single(request.query, "cursor")),
-                                  PAGE_SIZE + 1)
+    rows = await fleet.quarantined(api_of(request),
+                                   _quarantine_cursor(v.single(request.query, "cursor")),
+                                   PAGE_SIZE + 1)
     items = rows[:PAGE_SIZE]
     cursor = (f"{items[-1]['quarantined_at'].isoformat()}_{items[-1]['id']}"
               if len(rows) > PAGE_SIZE else None)
@@ -122,6 +89,5 @@ async def quarantine(request: web.Request) -> web.Response:
 
 async def operations(request: web.Request) -> web.Response:
     await viewer(request, operator=True)
-    async with api_of(request).conn() as conn:
-        running = await _rows(conn, Q["running_operations"], {"limit": 100})
-    return page(request, "operations.html", running=running)
+    return page(request, "operations.html",
+                running=await fleet.running_operations(api_of(request), 100))

@@ -1,7 +1,7 @@
 """The tenant portal's pages (GET): endpoints, deliveries, attempts, events, secrets,
-operations. Each reads through the API's own queries (``hookstream.api.store``) with
-the viewer's tenant as the scope, so another tenant's ids are "not found" here exactly
-as in the JSON API; an operator sees every tenant.
+operations. Each reads through the control plane's use cases with the viewer's tenant
+as the scope, so another tenant's ids are "not found" here exactly as in the JSON API;
+an operator sees every tenant.
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ from typing import Any
 
 from aiohttp import web
 
-from hookstream.api import auth, rules, store, views
-from hookstream.api import validation as v
 from hookstream.api.console import forms
 from hookstream.api.console.context import (
     PAGE_SIZE,
@@ -25,15 +23,13 @@ from hookstream.api.console.context import (
     viewer,
 )
 from hookstream.api.console.paging import link, page_of
-from hookstream.api.errors import invalid
-from hookstream.api.tasks import now_utc
+from hookstream.controlplane import auth, deliveries, endpoints, events, replay, secrets, views
+from hookstream.controlplane import validation as v
+from hookstream.controlplane.errors import invalid
+from hookstream.controlplane.tasks import now_utc
 from hookstream.endpoints import STATUSES
-from hookstream.io import queries
 
-Q = queries.load("console")
 HEALTH_WINDOW_S = 3600
-RECENT_DELIVERIES = 10
-RECENT_OPERATIONS = 5
 LIVE_DELIVERY = ("pending", "in_flight")  # the attempts view refreshes itself meanwhile
 
 
@@ -41,22 +37,15 @@ def _uuid(request: web.Request, name: str) -> Any:
     return v.uuid_value(request.match_info[name], name)
 
 
-async def _health(conn: store.Conn, ep: store.Row) -> dict[str, Any]:
-    now = now_utc()
-    counts, last_error = await store.endpoint_health(
-        conn, ep["id"], now - timedelta(seconds=HEALTH_WINDOW_S))
-    return views.health(ep, counts, last_error, now=now, window_s=HEALTH_WINDOW_S)
-
-
-async def endpoints(request: web.Request) -> web.Response:
+async def endpoints_page(request: web.Request) -> web.Response:
     viewing = await viewer(request)
     q = request.query
     tenant = auth.listing_tenant(viewing.principal, query_tenant(q))
     status = v.choices_param(q, "status", STATUSES)
-    async with api_of(request).conn() as conn:
-        rows = await store.list_endpoints(conn, tenant, status, query_cursor(q), PAGE_SIZE + 1)
-        found = page_of(rows, PAGE_SIZE, lambda r: (r["created_at"], r["id"]))
-        items = [{"ep": r, "health": await _health(conn, r)} for r in found.items]
+    listed = await endpoints.list_with_health(api_of(request), tenant, status, query_cursor(q),
+                                              PAGE_SIZE + 1, window_s=HEALTH_WINDOW_S)
+    found = page_of([ep for ep, _ in listed], PAGE_SIZE, lambda r: (r["created_at"], r["id"]))
+    items = [{"ep": ep, "health": health} for ep, health in listed[:PAGE_SIZE]]
     filters = {"tenant": tenant if viewing.operator else None, "status": status or []}
     return page(request, "endpoints.html", items=items, filters=filters, statuses=STATUSES,
                 next_link=found.next_cursor and link("/console/endpoints", filters,
@@ -66,20 +55,11 @@ async def endpoints(request: web.Request) -> web.Response:
 async def endpoint(request: web.Request) -> web.Response:
     viewing = await viewer(request)
     endpoint_id = _uuid(request, "endpoint_id")
-    api = api_of(request)
-    async with api.conn() as conn:
-        ep = await store.get_endpoint(conn, endpoint_id, viewing.scope)
-        health = await _health(conn, ep)
-        recent = await store.list_deliveries(
-            conn, tenant=viewing.scope, endpoint_id=endpoint_id,
-            statuses=v.DELIVERY_STATUSES, since=api.oldest(),
-            until=now_utc() + timedelta(days=1), before=None, limit=RECENT_DELIVERIES)
-        cur = await conn.execute(Q["endpoint_operations"], {
-            "tenant": ep["tenant"], "endpoint_id": endpoint_id, "limit": RECENT_OPERATIONS})
-        operations = await cur.fetchall()
-    return page(request, "endpoint.html", ep=ep, health=health, deliveries=recent,
-                operations=operations, replayable=v.REPLAYABLE,
-                default_since=now_utc() - timedelta(hours=1))
+    seen = await endpoints.overview(api_of(request), endpoint_id, viewing.scope,
+                                    window_s=HEALTH_WINDOW_S)
+    return page(request, "endpoint.html", ep=seen.endpoint, health=seen.health,
+                deliveries=seen.deliveries, operations=seen.operations,
+                replayable=v.REPLAYABLE, default_since=now_utc() - timedelta(hours=1))
 
 
 async def new_endpoint(request: web.Request) -> web.Response:
@@ -92,16 +72,16 @@ async def new_endpoint(request: web.Request) -> web.Response:
 
 async def edit_endpoint(request: web.Request) -> web.Response:
     viewing = await viewer(request, write=True)
-    async with api_of(request).conn() as conn:
-        ep = await store.get_endpoint(conn, _uuid(request, "endpoint_id"), viewing.scope)
+    ep = await endpoints.get_endpoint(api_of(request), _uuid(request, "endpoint_id"),
+                                      viewing.scope)
     return page(request, "endpoint_form.html", ep=ep, values=forms.endpoint_values(ep),
                 error=None)
 
 
-async def deliveries(request: web.Request) -> web.Response:
+async def deliveries_page(request: web.Request) -> web.Response:
     viewing = await viewer(request)
     q = request.query
-    api = api_of(request)
+    cp = api_of(request)
     endpoint_id = query_uuid(q, "endpoint_id")
     requested = query_tenant(q)
     if viewing.operator and requested is None and endpoint_id is None:
@@ -110,13 +90,11 @@ async def deliveries(request: web.Request) -> web.Response:
     statuses = v.choices_param(q, "status", v.DELIVERY_STATUSES)
     since = query_time(q, "since")
     until = query_time(q, "until")
-    async with api.conn() as conn:
-        ep = None if endpoint_id is None else await store.get_endpoint(conn, endpoint_id, tenant)
-        rows = await store.list_deliveries(
-            conn, tenant=tenant, endpoint_id=endpoint_id,
-            statuses=statuses or v.DELIVERY_STATUSES, since=since or api.oldest(),
-            until=until or now_utc() + timedelta(days=1), before=query_cursor(q),
-            limit=PAGE_SIZE + 1)
+    ep, rows = await deliveries.list_deliveries(
+        cp, tenant=tenant, endpoint_id=endpoint_id,
+        statuses=statuses or v.DELIVERY_STATUSES, since=since or cp.oldest(),
+        until=until or now_utc() + timedelta(days=1), before=query_cursor(q),
+        limit=PAGE_SIZE + 1)
     found = page_of(rows, PAGE_SIZE, lambda r: (r["created_at"], r["delivery_id"]))
     filters = {"endpoint_id": endpoint_id, "tenant": requested if viewing.operator else None,
                "status": statuses or [], "since": q.get("since", ""),
@@ -129,20 +107,16 @@ async def deliveries(request: web.Request) -> web.Response:
 
 async def _delivery_view(request: web.Request) -> dict[str, Any]:
     viewing = await viewer(request)
-    delivery_id = _uuid(request, "delivery_id")
-    async with api_of(request).conn() as conn:
-        d = await store.get_delivery(conn, delivery_id, viewing.scope)
-        attempts = await store.delivery_attempts(conn, delivery_id)
-        ep = await store.get_endpoint(conn, d["endpoint_id"], viewing.scope)
-    refusal = rules.replay_refusal(d["status"], ep["status"])
-    return {"d": d, "attempts": attempts, "ep": ep, "live": d["status"] in LIVE_DELIVERY,
-            "replay_refusal": None if refusal is None else refusal.message}
+    seen = await deliveries.detail(api_of(request), _uuid(request, "delivery_id"),
+                                   viewing.scope)
+    return {"d": seen.delivery, "attempts": seen.attempts, "ep": seen.endpoint,
+            "live": seen.delivery["status"] in LIVE_DELIVERY,
+            "replay_refusal": seen.replay_refusal}
 
 
 async def delivery(request: web.Request) -> web.Response:
     view = await _delivery_view(request)
-    async with api_of(request).conn() as conn:
-        event = await store.get_event(conn, view["d"]["event_id"], view["d"]["tenant"])
+    event = await events.get_event(api_of(request), view["d"]["event_id"], view["d"]["tenant"])
     return page(request, "delivery.html", event=event, **view)
 
 
@@ -152,29 +126,19 @@ async def delivery_live(request: web.Request) -> web.Response:
     return page(request, "_delivery_live.html", **await _delivery_view(request))
 
 
-async def events(request: web.Request) -> web.Response:
+async def events_page(request: web.Request) -> web.Response:
     viewing = await viewer(request)
     q = request.query
-    api = api_of(request)
+    cp = api_of(request)
     endpoint_id = query_uuid(q, "endpoint_id")
     patterns = v.type_patterns_param(q)
     requested = query_tenant(q)
-    oldest = api.oldest()
-    since = query_time(q, "since") or oldest
-    if since < oldest:
-        raise invalid("since", f"events are kept for {api.settings.history_days} days")
+    since = events.since_in_window(cp, query_time(q, "since"))
     until = query_time(q, "until") or now_utc() + timedelta(days=1)
-    async with api.conn() as conn:
-        if endpoint_id is not None:
-            ep = await store.get_endpoint(conn, endpoint_id,
-                                          auth.listing_tenant(viewing.principal, requested))
-            tenant, patterns = ep["tenant"], patterns or ep["event_types"]
-        elif viewing.operator and requested is None:
-            raise invalid("tenant", "pick a tenant first")
-        else:
-            tenant = auth.acting_tenant(viewing.principal, requested)
-        rows = await store.list_events(conn, tenant=tenant, patterns=patterns, since=since,
-                                       until=until, after=query_cursor(q), limit=PAGE_SIZE + 1)
+    tenant, rows = await events.list_events(
+        cp, viewing.principal, requested=requested, endpoint_id=endpoint_id,
+        patterns=patterns, since=since, until=until, after=query_cursor(q),
+        limit=PAGE_SIZE + 1, operator_without_tenant="pick a tenant first")
     found = page_of(rows, PAGE_SIZE, lambda r: (r["occurred_at"], r["event_id"]))
     filters = {"endpoint_id": endpoint_id, "tenant": requested if viewing.operator else None,
                "type": q.get("type", ""), "since": q.get("since", ""),
@@ -186,24 +150,22 @@ async def events(request: web.Request) -> web.Response:
 
 async def event(request: web.Request) -> web.Response:
     viewing = await viewer(request)
-    async with api_of(request).conn() as conn:
-        row = await store.get_event(conn, _uuid(request, "event_id"), viewing.scope)
+    row = await events.get_event(api_of(request), _uuid(request, "event_id"), viewing.scope)
     return page(request, "event.html", event=row)
 
 
-async def secrets(request: web.Request) -> web.Response:
+async def secrets_page(request: web.Request) -> web.Response:
     viewing = await viewer(request)
-    async with api_of(request).conn() as conn:
-        ep = await store.get_endpoint(conn, _uuid(request, "endpoint_id"), viewing.scope)
-        rows = await store.list_secrets(conn, ep["id"])
+    cp = api_of(request)
+    ep, rows = await secrets.list_secrets(cp, _uuid(request, "endpoint_id"), viewing.scope)
     return page(request, "secrets.html", ep=ep, secrets=rows, new_secret=None,
-                default_overlap_s=api_of(request).settings.secret_overlap_s)
+                default_overlap_s=cp.settings.secret_overlap_s)
 
 
 async def _operation_view(request: web.Request) -> dict[str, Any]:
     viewing = await viewer(request)
-    async with api_of(request).conn() as conn:
-        op = await store.get_operation(conn, _uuid(request, "operation_id"), viewing.scope)
+    op = await replay.get_operation(api_of(request), _uuid(request, "operation_id"),
+                                    viewing.scope)
     return {"op": op, "view": views.operation(op)}
 
 

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 from urllib.parse import urlencode
 
-from hookstream.api.validation import encode_cursor
+from hookstream.controlplane.validation import encode_cursor
 
 T = TypeVar("T")
 

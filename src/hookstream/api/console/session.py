@@ -5,7 +5,7 @@ The cookie is a signed ``tokens.Session`` (nothing server-side to store or expir
 is HttpOnly (no script reads it), SameSite=Lax (a cross-site page's POST does not carry
 it) and Secure when the console is served over https. Every page re-checks the key it
 rests on, so revoking the tenant's key, or the operator key that made a portal link,
-ends the session on its next request.
+ends the session on its next request (``hookstream.controlplane.portal.still_valid``).
 """
 
 from __future__ import annotations
@@ -15,13 +15,9 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from hookstream.api import auth
-from hookstream.api.console import tokens
-from hookstream.api.console.tokens import Session
-from hookstream.api.store import Conn
-from hookstream.io import queries
+from hookstream.controlplane import auth, tokens
+from hookstream.controlplane.tokens import Session
 
-Q = queries.load("console")
 COOKIE = "hookstream_console"
 COOKIE_PATH = "/console"
 ANONYMOUS_TTL_S = 3600.0
@@ -78,18 +74,6 @@ class Viewer:
     def principal(self) -> auth.Principal:
         assert self.session.key_id is not None
         return auth.Principal(self.session.key_id, self.session.tenant)
-
-
-async def still_valid(conn: Conn, session: Session) -> bool:
-    """The key the session rests on is active and still what it was: the tenant's own
-    key (sign-in), or an operator key (a portal link)."""
-    cur = await conn.execute(Q["api_key_active"], {"id": session.key_id})
-    row = await cur.fetchone()
-    if row is None:
-        return False
-    if session.via == "portal":
-        return row["tenant"] is None
-    return row["tenant"] == session.tenant
 
 
 def now() -> float:
