@@ -10,6 +10,7 @@ from typing import Any
 
 import psycopg
 
+from hookstream.controlplane import endpoint_store
 from hookstream.core.secretbox import Keyring, seal
 from hookstream.core.signing import generate_secret
 from hookstream.policy.urlsafety import validate_endpoint_url
@@ -77,7 +78,8 @@ def create_endpoint(
 ) -> NewEndpoint:
     """Register an endpoint and its first signing secret (in the caller's transaction),
     sealed with ``keyring`` (None: the local stack's development key; the demo, tests and
-    benchmarks are this function's callers, the API has its own).
+    benchmarks are this function's callers, the API has its own); the SQL is
+    ``hookstream.controlplane.endpoint_store``'s.
 
     Raises ``UnsafeURL`` with a reason for a URL the SSRF rules refuse.
     """
@@ -85,21 +87,13 @@ def create_endpoint(
     if (reason := event_types_error(event_types)) is not None:
         raise ValueError(f"event_types: {reason}")
     secret = generate_secret()
-    row = conn.execute(
-        "INSERT INTO endpoints (tenant, url, description, event_types, rate_per_s, burst,"
-        " max_in_flight) VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id",
-        (tenant, url, description, list(event_types), rate_per_s, burst, max_in_flight),
-    ).fetchone()
-    assert row is not None
-    endpoint_id = row[0]
+    endpoint_id = endpoint_store.insert_endpoint(
+        conn, tenant=tenant, url=url, description=description, event_types=event_types,
+        rate_per_s=rate_per_s, burst=burst, max_in_flight=max_in_flight)
     if keyring is None:
         from hookstream.dev.localstack.devkeys import development_keyring
 
         keyring = development_keyring()
     key_id, sealed = seal(keyring, secret, endpoint_id.bytes)
-    conn.execute(
-        "INSERT INTO endpoint_secrets (endpoint_id, version, secret_key_id, secret_sealed)"
-        " VALUES (%s, 1, %s, %s)",
-        (endpoint_id, key_id, sealed),
-    )
+    endpoint_store.insert_first_secret(conn, endpoint_id, key_id, sealed)
     return NewEndpoint(endpoint_id, secret)
