@@ -23,7 +23,7 @@ from hookstream.core.codec import DeliveryTask
 from hookstream.core.topics import Topics
 from hookstream.io.kafka import Record
 from hookstream.policy.circuit import CircuitState
-from tests.unit.dispatcher_parts import TP, Parts, row, task
+from tests.unit.dispatcher_parts import POLICY, TP, Parts, result, row, task
 
 HORIZON_S = 5.0
 TOPICS = Topics("t")
@@ -357,3 +357,28 @@ async def test_received_records_are_decoded_and_ingested() -> None:
     assert rig.sched.queued_for(r.id) == 3
     taken = [item.task.delivery_id for _, item in rig.sched.take(rig.clock.now, 10)]
     assert sorted(taken) == sorted(t.delivery_id for t in tasks)
+
+
+async def test_after_an_attempt_an_answer_that_opens_the_circuit_parks_the_queue() -> None:
+    # The pump's one call after an attempt: the endpoint table learns the answer, the
+    # backlog carries out what it moved out of memory.
+    r = row(cap=5)
+    rig = Rig(r)
+    await rig.ingest([task(r.id) for _ in range(4)])
+    now = datetime.now(UTC).timestamp()
+    for _ in range(POLICY.failure_threshold):
+        rig.backlog.after_attempt(r.id, result(500, now=now), now)
+    await rig.background_done()
+    paused_until = rig.state(r.id).circuit.paused_until
+    assert paused_until is not None and rig.sched.queued_for(r.id) == 0
+    dues = [t.due_at.timestamp() for t in rig.store.parked]
+    assert len(dues) == 4 and all(paused_until <= d <= paused_until + REOPEN_SPREAD_S
+                                  for d in dues)
+    assert rig.sample("hookstream_dispatcher_deferred_total", reason="circuit") == 4
+    assert rig.committable() == 4
+
+
+async def test_after_an_attempt_of_a_forgotten_endpoint_nothing_happens() -> None:
+    rig = Rig()
+    rig.backlog.after_attempt(uuid.uuid4(), result(500), datetime.now(UTC).timestamp())
+    assert rig.backlog._background == set() and rig.store.parked == []
