@@ -36,8 +36,8 @@ import psycopg
 from psycopg.rows import dict_row
 
 from benchmarks.common import RESULTS, ROOT, drop_database, drop_topics, fresh_env
-from hookstream.api import deletion, store
-from hookstream.api.validation import DELIVERY_STATUSES
+from hookstream.controlplane import deletion, store
+from hookstream.controlplane.validation import DELIVERY_STATUSES
 from hookstream.core.counts import COUNT_CAP
 from hookstream.io import queries
 

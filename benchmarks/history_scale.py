@@ -86,9 +86,9 @@ from benchmarks.common import (
     fresh_env,
     machine_cpu,
 )
-from hookstream.api import store as api_store
 from hookstream.api.server import ApiServer
-from hookstream.api.validation import DELIVERY_STATUSES, EndpointSpec
+from hookstream.controlplane import store as api_store
+from hookstream.controlplane.validation import DELIVERY_STATUSES, EndpointSpec
 from hookstream.core.codec import DeliveryTask, TaskKind
 from hookstream.core.settings import ApiSettings
 from hookstream.dev.localstack.devkeys import development_keyring

@@ -26,7 +26,7 @@ from playwright.sync_api import sync_playwright
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hookstream.api import auth  # noqa: E402
+from hookstream.controlplane import auth  # noqa: E402
 from hookstream.core.topics import Topics  # noqa: E402
 from hookstream.dev import localstack  # noqa: E402
 from hookstream.dev.harness import Pipeline, free_port, pipeline_env  # noqa: E402
