@@ -1,6 +1,6 @@
 # The two commands (see README): `make demo` and `make test`. Both install what is
 # missing first (scripts/bootstrap.sh is idempotent) and bring the local stack up.
-.PHONY: demo test unit lint stack-up stack-down bootstrap
+.PHONY: demo test check unit lint stack-up stack-down bootstrap
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -14,11 +14,18 @@ stack-down:
 demo: stack-up
 	@.venv/bin/hookstream demo
 
+# ruff, the import-circle check, the Go farm's gofmt/vet, mypy
 lint: bootstrap
-	@.venv/bin/ruff check src services tests benchmarks
+	@scripts/lint.sh
 
 unit: bootstrap
 	@.venv/bin/pytest tests/unit -q
 
+# the whole suite (CI): lint, then every tier; the outage tests on a stack of their own
 test: stack-up
 	@scripts/test.sh
+
+# the development loop: lint, unit and the integration tests that need no outage
+check: stack-up
+	@scripts/lint.sh
+	@.venv/bin/pytest -p no:cacheprovider -q -m "not outage" -n "$${HOOKSTREAM_TEST_WORKERS:-4}" tests/unit tests/integration

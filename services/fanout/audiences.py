@@ -3,7 +3,7 @@
 Every fanout batch asked PostgreSQL how many endpoints each of its (tenant, type) pairs
 reaches (plan.py cuts statements from that): one statement more on the path of every
 event and in every saturated batch (issue #15; what it saves is not yet measured on its
-own: BENCHMARKS.md, "Latency", 2026-12-03). The answer
+own). The answer
 changes only when endpoints do, so it is kept for ``ttl_s``. What a stale answer can do,
 and why that is safe:
 

@@ -75,7 +75,7 @@ class Fanout:
         self._due: dict[TP, int] = {}
         # Offsets are committed at most once per commit_interval_s (monotonic time of
         # the last): one per batch cost the broker a write for every ~5 events at
-        # 250 events/s, ~15 % of its CPU (BENCHMARKS.md, 2026-12-05).
+        # 250 events/s, ~15 % of its CPU (benchmarks/pipeline.py; BENCHMARKS.md, Pipeline).
         self._committed_at = -float("inf")
         # Batching that grows when the dispatchers are behind (policy.batching): the
         # process's consumer-lag sampler, once the runner hands it over.

@@ -298,7 +298,7 @@ SCANNED = ("src", "services", "benchmarks", "scripts", "tests", "deploy", "docs"
            "Makefile", "docker-compose.yml", "Dockerfile", "README.md")
 GENERATED = {"__pycache__", ".kafka-libs", ".pytest_cache", ".hypothesis"}
 NAME = re.compile(r"HOOKSTREAM_[A-Z0-9_]+")
-SETTINGS_PY = ROOT / "src" / "hookstream" / "settings.py"
+SETTINGS_PY = ROOT / "src" / "hookstream" / "core" / "settings.py"
 
 
 def _scanned_files() -> list[Path]:

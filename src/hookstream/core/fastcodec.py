@@ -4,7 +4,8 @@ They write exactly the bytes ``hookstream.core.codec`` (fastavro) writes — pro
 compare them on generated values — from what PostgreSQL already hands over in wire-ready
 form (ids as text, times as epoch microseconds), so a record costs no dataclass, UUID or
 datetime objects and no schema walk. The profile justified them: fastavro's encoding was
-40 % of the relay's CPU and most of the fanout's Python time per task (BENCHMARKS.md).
+40 % of the relay's CPU and most of the fanout's Python time per task (py-spy of
+benchmarks/relay_fanout.py --profile).
 ``hookstream.core.codec`` stays the reference and is used everywhere else.
 
 Avro reminders: int/long are zigzag varints; string/bytes are a length (long) then the

@@ -43,6 +43,7 @@ LEASE_MARGIN_S = 10.0
 OTHER_ENV_NAMES: frozenset[str] = frozenset({
     "HOOKSTREAM_REPO_ROOT",  # hookstream.dev.localstack.paths: the repository root
     "HOOKSTREAM_STACK_DIR",  # localstack.paths, demo, benchmarks: the local stack's folder
+    "HOOKSTREAM_TEST_WORKERS",  # Makefile, scripts/test.sh: the main lane's pytest-xdist workers
     "HOOKSTREAM_STACK_KAFKA_PORT",  # localstack.kafka: the broker's port
     "HOOKSTREAM_STACK_KAFKA_CONTROLLER_PORT",  # localstack.kafka: the controller's port
     "HOOKSTREAM_STACK_PG_PORT",  # localstack.postgres: the server's port
@@ -277,7 +278,7 @@ class CommonSettings:
     gc_gen0_threshold: int = env_field(
         "GC_GEN0_THRESHOLD", 50_000, pos_int,
         "allocations between young-generation collections (Python's default 700 made the "
-        "collector ~15 % of the dispatcher's CPU per attempt; BENCHMARKS.md)")
+        "collector ~15 % of the dispatcher's CPU per attempt; benchmarks/dispatcher.py)")
 
     @property
     def membership(self) -> Membership:

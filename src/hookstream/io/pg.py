@@ -98,7 +98,8 @@ def translated_sync(fn: Callable[P, R]) -> Callable[P, R]:
 # outlives the statistics it was made from: one planned while today's attempts were a
 # few thousand rows read them whole on every call as the day grew. Saturated, that was
 # 156 buffers per delivery in the outcomes statement against 34 before partitioning.
-# Planning each call costs ~1.4 ms for a claim of 300 (measured, BENCHMARKS.md); the
+# Planning each call costs ~1.4 ms for a claim of 300 (EXPLAIN (ANALYZE, SUMMARY) on an
+# empty database; benchmarks/batch_statements.py prints a claim's planning); the
 # services that run such batches set this on every connection.
 PLAN_WITH_VALUES = "SET plan_cache_mode = force_custom_plan"
 

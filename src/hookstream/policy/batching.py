@@ -13,8 +13,8 @@ downstream dearer — each a produce request per partition it touches (librdkafk
 one partition per request), smaller task fetches, smaller claims, more commits — and
 the dispatchers fall behind first: at 3,600 offered deliveries/s batches of ~27 events
 left the machine 90 % busy and the dispatchers seconds behind, where 0.1 s of gathering
-(batches of ~115) ran it at 78 % with commit → arrival p99 0.33 s (BENCHMARKS.md,
-2026-12-06 morning). The load is known at once; the dispatchers' lag says so only once
+(batches of ~115) ran it at 78 % with commit → arrival p99 0.33 s (benchmarks/pipeline.py;
+BENCHMARKS.md, Pipeline). The load is known at once; the dispatchers' lag says so only once
 they are already behind. Below ``from_per_s`` (#15's 1,000/s included) nothing changes.
 
 **Downstream lag** (``gather_s``): waiting costs nothing when the deliveries would wait
@@ -26,8 +26,8 @@ up to a commit interval of lag, and one slow customer's pinned partition is not
 "behind": the minimum ignores it), and capped. Unknown lag: no wait. 5 % and a 0.5 s cap
 (settings.FanoutSettings) rather than 1 % and 0.1 s: at saturation batches of ~165
 events instead of ~90, fanout CPU per delivery 0.021–0.022 ms instead of 0.025
-(BENCHMARKS.md, 2026-12-05 evening), and the saturated pipeline's throughput back at the
-code before #15's (2026-12-06).
+(benchmarks/pipeline.py; BENCHMARKS.md, Pipeline), and the saturated pipeline's
+throughput back at the code before #15's.
 
 Pure: the lag, the throughput and the times come in.
 """

@@ -30,7 +30,8 @@ def producer_config(bootstrap: str, client_id: str, **overrides: object) -> dict
         # (benchmarks.kafka_hop; 1.9 against 3.0 ms for bursts of 24). At high load
         # batches still fill: records queue behind the in-flight requests (up to
         # batch.num.messages), and a call's records are queued together (_produce_all).
-        # At 4,000 offered deliveries/s linger 0 and 1 measured alike (BENCHMARKS.md).
+        # At 4,000 offered deliveries/s linger 0 and 1 measured alike (benchmarks/pipeline.py,
+        # benchmarks/kafka_hop.py; BENCHMARKS.md, Kafka hop).
         "linger.ms": 0,
         "batch.num.messages": 10_000,
         "compression.type": "lz4",

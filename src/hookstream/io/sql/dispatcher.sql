@@ -103,7 +103,7 @@ CROSS JOIN LATERAL (
 -- claims write attempt rows, so a row still at version 0 was never claimed: it has no
 -- attempt to close, and abandoned would match nothing. Leaving it out makes every first
 -- attempt's claim cheaper: 0.89 ms of planning and 0.86 of execution per call against
--- 1.08 and 0.95 at 1,000 deliveries/s (BENCHMARKS.md, 2026-12-04 night).
+-- 1.08 and 0.95 at 1,000 deliveries/s (benchmarks/pipeline.py --pg-statements; BENCHMARKS.md, Pipeline).
 -- Comments on the statement's parts are claim's; test_queries checks that the two
 -- statements differ by abandoned only.
 WITH task AS (
