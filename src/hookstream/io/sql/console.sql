@@ -1,6 +1,6 @@
--- The browser console's own queries (src/hookstream/api/console). Everything a tenant
--- page shows goes through api.sql's queries (hookstream.api.store); these are the
--- console's signing key, the session check and the operator console's fleet lists.
+-- The browser console's own queries (hookstream.controlplane.console_store). Everything
+-- a tenant page shows goes through api.sql's queries (hookstream.controlplane.store);
+-- these are the console's signing key, the session check and the operator's fleet lists.
 
 -- name: console_key
 SELECT key FROM console_keys WHERE id = 1
