@@ -13,8 +13,8 @@
 # pytest exits 5 when it collected no test; that is a failure here like any other code.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-scripts/lint.sh
 if [ $# -gt 0 ]; then
+  scripts/lint.sh
   exec .venv/bin/pytest -p no:cacheprovider "$@"
 fi
 
@@ -23,8 +23,11 @@ outage_env=(HOOKSTREAM_STACK_DIR="$PWD/.stack-outage" HOOKSTREAM_STACK_KAFKA_POR
   HOOKSTREAM_STACK_KAFKA_CONTROLLER_PORT=28093 HOOKSTREAM_STACK_PG_PORT=56432)
 # The environment must not point the outage lane at the main stack's servers.
 unset HOOKSTREAM_DATABASE_URL HOOKSTREAM_KAFKA_BOOTSTRAP
-env "${outage_env[@]}" .venv/bin/hookstream stack up >"$logs/outage-stack.log" 2>&1 ||
-  { cat "$logs/outage-stack.log" >&2; exit 1; }
+# The outage lane's stack boots while the lint step runs.
+env "${outage_env[@]}" .venv/bin/hookstream stack up >"$logs/outage-stack.log" 2>&1 &
+stack_pid=$!
+scripts/lint.sh
+wait "$stack_pid" || { cat "$logs/outage-stack.log" >&2; exit 1; }
 
 started=$SECONDS
 env "${outage_env[@]}" .venv/bin/pytest -p no:cacheprovider -m outage \
@@ -33,7 +36,7 @@ outage_pid=$!
 # The main lane prints as it goes; the outage lane's output follows it.
 set +e
 .venv/bin/pytest -p no:cacheprovider -m "not outage" -n "${HOOKSTREAM_TEST_WORKERS:-4}" \
-  --junitxml="$logs/main.xml" 2>&1 | tee "$logs/main.log"
+  --dist loadscope --junitxml="$logs/main.xml" 2>&1 | tee "$logs/main.log"
 main_rc=${PIPESTATUS[0]}
 echo "main lane: exit $main_rc after $((SECONDS - started)) s; waiting for the outage lane"
 wait "$outage_pid"

@@ -89,3 +89,17 @@ def topics(stack: Stack) -> Iterator[Topics]:
 @pytest.fixture
 def log_dir(tmp_path: Path) -> Path:
     return tmp_path / "logs"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest tiers first (fault tests, then end to end, integration, unit; the order
+    within a tier kept): pytest-xdist hands tests out in this order, so the minutes-long
+    fault tests start at once instead of running alone at the end of the run."""
+    def tier(item: pytest.Item) -> int:
+        for rank, marker in enumerate(("faults", "e2e", "browser", "integration")):
+            if item.get_closest_marker(marker) is not None:
+                return rank
+        return 4
+
+    items.sort(key=tier)

@@ -199,9 +199,20 @@ def test_a_batch_mixing_new_events_copies_and_a_reused_id_is_fanned_out_right(
     assert scalar(db_url, "SELECT count(*) FROM event_conflicts") == 1
 
 
-def test_a_batch_of_new_events_costs_one_statement(rig: Rig, db_url: str) -> None:
+def test_a_batch_of_new_events_costs_one_statement(
+        stack: Stack, db_url: str, topics: Topics) -> None:
     # Issue #15: the common batch (new events, no coalescing key, one planned statement)
-    # is stored and fanned out in one round trip and one commit, not two.
+    # is stored and fanned out in one round trip and one commit, not two. The audience is
+    # kept for an hour here: with the default second, a host busy for longer than that
+    # between the two runs asked again, which is the cache's expiry, not this batch's cost.
+    rig = Rig(stack, db_url, topics, audience_ttl_s=3600.0)
+    try:
+        _one_statement(rig, db_url)
+    finally:
+        rig.close()
+
+
+def _one_statement(rig: Rig, db_url: str) -> None:
     endpoints = add_endpoints(db_url, "acme", 3)
     rig.run(envelope("acme"))  # the audience is known from here on (audiences.py)
     executed: list[str] = []
