@@ -41,14 +41,12 @@ from hookstream.core.event_key import event_key
 from hookstream.core.fastcodec import encode_envelope
 from hookstream.core.settings import RelaySettings
 from hookstream.core.topics import Topics
-from hookstream.io import queries
 from hookstream.io.kafka import BrokerUnavailable, Failed, KafkaTransient, Publisher, Record
 from hookstream.io.pg import DatabaseUnavailable
 from hookstream.ops.observability import at_zero
 from hookstream.ops.retention import maintain
 
 log = logging.getLogger("hookstream.relay")
-Q = queries.load("relay")
 NOTIFY_CHANNEL = "hookstream_outbox"
 # A claim outlives the longest wait for its acknowledgements (the producer's message
 # timeout, plus the publisher's grace for unreported records) by this margin; it only
