@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # The whole suite on the real stack: lint, then every test, in two lanes at once.
 #
-#   outage lane  the tests marked `outage` stop or freeze Kafka or PostgreSQL, so they run
-#                one after another on a stack of their own (folder .stack-outage, ports
-#                28092/28093 and 56432), started here and left running like the main one;
-#   main lane    every other test, on pytest-xdist workers against the stack that
-#                `make stack-up` started (each test has its own database, cloned from a
-#                migrated template, and its own topic prefix and consumer groups).
+#   outage lane  the tests marked `outage` stop or freeze Kafka or PostgreSQL, so each
+#                runs on a stack nobody else uses: HOOKSTREAM_TEST_OUTAGE_STACKS stacks
+#                (default 2; folders .stack-outage-N, ports 28092/28093 + 100 N and
+#                56432 + N) are started here and left running like the main one, and
+#                pytest-xdist gives each of its workers one of them (tests/conftest.py);
+#   main lane    every other test, on HOOKSTREAM_TEST_WORKERS pytest-xdist workers
+#                (default 4) against the stack that `make stack-up` started: each test
+#                has its own database, cloned from a migrated template, and its own
+#                topic prefix and consumer groups.
 #
+# Both lanes hand out whole modules (module fixtures are set up once), longest tiers
+# first (tests/conftest.py), so the minutes-long fault tests start at once.
 # Arguments, when given, are passed to one plain pytest run on the main stack instead
-# (`scripts/test.sh tests/unit -x`). HOOKSTREAM_TEST_WORKERS sets the main lane's workers.
+# (`scripts/test.sh tests/unit -x`).
 # pytest exits 5 when it collected no test; that is a failure here like any other code.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -19,24 +24,35 @@ if [ $# -gt 0 ]; then
 fi
 
 logs="$(mktemp -d "${TMPDIR:-/tmp}/hookstream-test.XXXXXX")"
-outage_env=(HOOKSTREAM_STACK_DIR="$PWD/.stack-outage" HOOKSTREAM_STACK_KAFKA_PORT=28092
-  HOOKSTREAM_STACK_KAFKA_CONTROLLER_PORT=28093 HOOKSTREAM_STACK_PG_PORT=56432)
 # The environment must not point the outage lane at the main stack's servers.
 unset HOOKSTREAM_DATABASE_URL HOOKSTREAM_KAFKA_BOOTSTRAP
-# The outage lane's stack boots while the lint step runs.
-env "${outage_env[@]}" .venv/bin/hookstream stack up >"$logs/outage-stack.log" 2>&1 &
-stack_pid=$!
+outage_stacks=${HOOKSTREAM_TEST_OUTAGE_STACKS:-2}
+outage_dirs=()
+stack_pids=()
+# The outage lane's stacks boot while the lint step runs.
+for ((i = 0; i < outage_stacks; i++)); do
+  outage_dirs+=("$PWD/.stack-outage-$i")
+  env HOOKSTREAM_STACK_DIR="$PWD/.stack-outage-$i" HOOKSTREAM_STACK_KAFKA_PORT=$((28092 + 100 * i)) \
+    HOOKSTREAM_STACK_KAFKA_CONTROLLER_PORT=$((28093 + 100 * i)) \
+    HOOKSTREAM_STACK_PG_PORT=$((56432 + i)) \
+    .venv/bin/hookstream stack up >"$logs/outage-stack-$i.log" 2>&1 &
+  stack_pids+=($!)
+done
 scripts/lint.sh
-wait "$stack_pid" || { cat "$logs/outage-stack.log" >&2; exit 1; }
+for ((i = 0; i < outage_stacks; i++)); do
+  wait "${stack_pids[$i]}" || { cat "$logs/outage-stack-$i.log" >&2; exit 1; }
+done
 
 started=$SECONDS
-env "${outage_env[@]}" .venv/bin/pytest -p no:cacheprovider -m outage \
-  --junitxml="$logs/outage.xml" >"$logs/outage.log" 2>&1 &
+lane=(.venv/bin/pytest -p no:cacheprovider --dist loadscope --no-loadscope-reorder)
+HOOKSTREAM_TEST_STACK_DIRS="$(IFS=,; echo "${outage_dirs[*]}")" \
+  "${lane[@]}" -m outage -n "$outage_stacks" --junitxml="$logs/outage.xml" \
+  >"$logs/outage.log" 2>&1 &
 outage_pid=$!
 # The main lane prints as it goes; the outage lane's output follows it.
 set +e
-.venv/bin/pytest -p no:cacheprovider -m "not outage" -n "${HOOKSTREAM_TEST_WORKERS:-4}" \
-  --dist loadscope --junitxml="$logs/main.xml" 2>&1 | tee "$logs/main.log"
+"${lane[@]}" -m "not outage" -n "${HOOKSTREAM_TEST_WORKERS:-4}" \
+  --junitxml="$logs/main.xml" 2>&1 | tee "$logs/main.log"
 main_rc=${PIPESTATUS[0]}
 echo "main lane: exit $main_rc after $((SECONDS - started)) s; waiting for the outage lane"
 wait "$outage_pid"
