@@ -51,16 +51,11 @@ def cmd_maintain(args: argparse.Namespace) -> int:
 
 
 def cmd_days(_: argparse.Namespace) -> int:
+    from hookstream.ops.retention_store import day_sizes
+
     settings = from_env(RelaySettings)
     with psycopg.connect(settings.database_url, autocommit=True, connect_timeout=10) as conn:
-        rows = conn.execute(
-            "SELECT substring(c.relname FROM '_p(\\d{8})$') AS day,"
-            " sum(pg_total_relation_size(c.oid)) AS bytes,"
-            " sum(c.reltuples) FILTER (WHERE p.relname = 'deliveries') AS deliveries"
-            " FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
-            " JOIN pg_class p ON p.oid = i.inhparent"
-            " WHERE p.relname IN ('events', 'deliveries', 'attempts')"
-            " GROUP BY 1 ORDER BY 1 NULLS LAST").fetchall()
+        rows = day_sizes(conn)
     print(f"{'day':<10} {'size':>10} {'deliveries (estimate)':>22}")
     for day, size, deliveries in rows:
         estimate = "-" if deliveries is None or deliveries < 0 else f"{int(deliveries):,}"

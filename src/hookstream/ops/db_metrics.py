@@ -1,4 +1,5 @@
-"""Platform-wide delivery gauges read from PostgreSQL (queries in sql/observability.sql).
+"""Platform-wide delivery gauges read from PostgreSQL (queries in sql/observability.sql,
+run by ``hookstream.ops.metrics_store``).
 
 Sampled on a background thread of ONE service, the fanout (see ``runner``): these
 numbers are how an operator sees that the dispatchers are stuck or missing, so they
@@ -28,8 +29,8 @@ from psycopg.rows import dict_row
 from hookstream.core.counts import COUNT_CAP
 from hookstream.core.endpoint_series import EndpointTracker, Ranked
 from hookstream.core.window_totals import Slice, WindowTotals
-from hookstream.io import queries
 from hookstream.io.pg import DatabaseUnavailable
+from hookstream.ops import metrics_store as store
 from hookstream.ops.sampling import BackgroundSampler, SampledCollector
 
 # Due work older than these (s) counts an endpoint as behind; 10 s is the first-attempt SLO.
@@ -180,7 +181,8 @@ def delivery_families(stats: DeliveryStats, _now: float) -> Iterator[Metric]:
 
 
 class DeliveryStatsSource:
-    """Runs the named queries on one long-lived connection, reconnecting after failures."""
+    """Runs the gauges' queries (metrics_store) on one long-lived connection, reconnecting
+    after failures."""
 
     def __init__(self, database_url: str, *, top_n: int = DEFAULT_TOP_N, window_s: float = 900.0,
                  statement_timeout_ms: int = 5000, clock: Callable[[], float] = time.time,
@@ -194,7 +196,6 @@ class DeliveryStatsSource:
         self._attempts = WindowTotals()
         self.settle_s = settle_s
         self.statement_timeout_ms = statement_timeout_ms
-        self._q = queries.load("observability")
         self._conn: psycopg.Connection[dict[str, Any]] | None = None
 
     def close(self) -> None:
@@ -220,24 +221,20 @@ class DeliveryStatsSource:
 
     def _sample(self) -> DeliveryStats:
         conn = self._connection()
-        q = self._q
         # One read-only snapshot: pending counts, worst endpoints, etc. agree.
         with conn.transaction():
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            store.snapshot(conn)
             pending = {r["kind"]: KindStats(r["rows"], r["oldest_age_s"], r["most_overdue_s"])
-                       for r in conn.execute(q["pending_by_kind"])}
-            flight = conn.execute(q["in_flight"]).fetchone()
+                       for r in store.pending_by_kind(conn)}
+            flight = store.in_flight(conn)
             worst = self._tracked(conn)
-            overdue = {r["over_s"]: r["endpoints"] for r in conn.execute(
-                q["endpoints_overdue"], {"thresholds": list(OVERDUE_THRESHOLDS_S)})}
-            dead = conn.execute(q["dead"], {"cap": COUNT_CAP,
-                                            "window_s": self.window_s}).fetchone()
-            statuses = {r["status"]: r["endpoints"]
-                        for r in conn.execute(q["endpoints_by_status"])}
-            circuits = conn.execute(q["circuits"]).fetchone()
-            window = conn.execute(q["attempts_slice"], {
-                "after": self._attempts.upto,
-                "window_s": self.window_s, "settle_s": self.settle_s}).fetchone()
+            overdue = {r["over_s"]: r["endpoints"]
+                       for r in store.endpoints_overdue(conn, OVERDUE_THRESHOLDS_S)}
+            dead = store.dead(conn, cap=COUNT_CAP, window_s=self.window_s)
+            statuses = {r["status"]: r["endpoints"] for r in store.endpoints_by_status(conn)}
+            circuits = store.circuits(conn)
+            window = store.attempts_slice(conn, after=self._attempts.upto,
+                                          window_s=self.window_s, settle_s=self.settle_s)
         assert flight and dead and circuits and window  # aggregates always return a row
         self._attempts.add(Slice(window["upto"], window["automatic"], window["manual"],
                                  window["first"]))
@@ -255,14 +252,14 @@ class DeliveryStatsSource:
     def _tracked(self, conn: psycopg.Connection[dict[str, Any]]) -> tuple[EndpointStats, ...]:
         ranking = [EndpointStats(r["endpoint"], r["tenant"], r["pending"], r["oldest_age_s"],
                                  r["held"])
-                   for r in conn.execute(self._q["worst_endpoints"], {"limit": self.top_n})]
+                   for r in store.worst_endpoints(conn, self.top_n)]
         figures = {s.endpoint: s for s in ranking}
         before = self.tracker.update(
             [Ranked(s.endpoint, s.tenant, s.held, s.oldest_age_s) for s in ranking],
             self._clock())
         others = [ep for ep in before if ep not in figures]
         if others:
-            for r in conn.execute(self._q["endpoint_figures"], {"ids": others}):
+            for r in store.endpoint_figures(conn, others):
                 figures[r["endpoint"]] = EndpointStats(
                     r["endpoint"], r["tenant"], r["pending"], r["oldest_age_s"], r["held"])
                 self.tracker.note_held(r["endpoint"], r["held"])

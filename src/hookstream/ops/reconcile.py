@@ -14,9 +14,9 @@ in the window (and the ones committed in it but never published):
 * attempt rows agree with their delivery (numbered 1..n, none left open, a delivered
   row has a 2xx attempt).
 
-All queries (``sql/reconcile.sql``) run in one read-only REPEATABLE READ transaction and
-follow indexes from the window on ``outbox.published_at``. Exit status 1 when a gap is
-found, so it can run from cron and alert.
+All queries (``sql/reconcile.sql``, run by ``reconcile_store``) run in one read-only
+REPEATABLE READ transaction and follow indexes from the window on ``outbox.published_at``.
+Exit status 1 when a gap is found, so it can run from cron and alert.
 
 What the database cannot know is what a receiver saw; ``receiver_gaps`` is the check a
 harness holding the receivers runs against ``attempt_counts``.
@@ -30,10 +30,9 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
 
 from hookstream.core.times import parse_time
-from hookstream.io import queries
+from hookstream.ops import reconcile_store as store
 
 __all__ = ["Gap", "Report", "parse_time", "receiver_gaps", "reconcile"]
 
@@ -106,27 +105,23 @@ def reconcile(conn: psycopg.Connection[Any], *, since: datetime, until: datetime
     and not checked. ``stall_s``: how overdue a pending row must be, on an idle
     endpoint, to count as stalled; and how long an expired lease may wait for the reaper.
     """
-    q = queries.load("reconcile")
     # One snapshot for every check: a row moving between two queries is not a gap.
     conn.rollback()
     conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
     conn.read_only = True
     try:
-        row = conn.execute("SELECT now()").fetchone()
-        assert row is not None
-        db_now: datetime = row[0]
+        db_now = store.db_now(conn)
         cutoff = min(until, db_now - timedelta(seconds=grace_s))
         params = {"since": since, "cutoff": cutoff, "stall_s": stall_s, "sample": sample}
-        cur = conn.cursor(row_factory=dict_row)
-        counts = cur.execute(q["window_counts"], params).fetchone() or {}
+        counts = store.window_counts(conn, params)
         gaps: dict[str, Gap] = {}
         for name in GAP_QUERIES:
-            for row in cur.execute(q[name], params):
+            for row in store.gap_rows(conn, name, params):
                 gap = gaps.setdefault(row["kind"], Gap(row["kind"], int(row["total"]), []))
                 gap.sample.append(row["key"])
                 gap.details.append(row["detail"])
         states: dict[str, int] = {}
-        for row in cur.execute(q["delivery_states"], params):
+        for row in store.delivery_states(conn, params):
             states[row["verdict"]] = int(row["n"])
             if row["verdict"].startswith("gap:"):
                 kind = row["verdict"].removeprefix("gap:")
@@ -140,13 +135,10 @@ def reconcile(conn: psycopg.Connection[Any], *, since: datetime, until: datetime
 def explain(conn: psycopg.Connection[Any], *, since: datetime, until: datetime,
             analyze: bool = False, stall_s: float = DEFAULT_STALL_S) -> dict[str, str]:
     """EXPLAIN of every reconciliation query, to check it follows the indexes."""
-    q = queries.load("reconcile")
     params = {"since": since, "cutoff": until, "stall_s": stall_s, "sample": DEFAULT_SAMPLE}
-    prefix = "EXPLAIN (ANALYZE, BUFFERS) " if analyze else "EXPLAIN "
     plans: dict[str, str] = {}
     for name in ("window_counts", *GAP_QUERIES, "delivery_states"):
-        rows = conn.execute(prefix + q[name], params).fetchall()
-        plans[name] = "\n".join(r[0] for r in rows)
+        plans[name] = store.plan(conn, name, params, analyze=analyze)
     conn.rollback()
     return plans
 
@@ -154,9 +146,7 @@ def explain(conn: psycopg.Connection[Any], *, since: datetime, until: datetime,
 # -- the harness-side check ------------------------------------------------------------
 
 def attempt_counts(conn: psycopg.Connection[Any], delivery_ids: Iterable[str]) -> dict[str, int]:
-    ids = list(delivery_ids)
-    rows = conn.execute(queries.load("reconcile")["attempt_counts"], {"ids": ids}).fetchall()
-    return {r[0]: int(r[1]) for r in rows}
+    return {r[0]: int(r[1]) for r in store.attempt_counts(conn, delivery_ids)}
 
 
 def receiver_gaps(received: Mapping[str, int], attempts: Mapping[str, int],

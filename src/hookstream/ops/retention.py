@@ -16,7 +16,7 @@ a replay cannot set a row back to pending between the two.
 
 pg_partman would do the creating and dropping too; it is not used because the official
 postgres image (docker-compose.yml) does not ship it, the job is small, and the held-day
-rule above is ours either way.
+rule above is ours either way. The SQL, DDL included, is in ``retention_store``.
 """
 
 from __future__ import annotations
@@ -32,14 +32,13 @@ import psycopg
 
 from hookstream.core.counts import COUNT_CAP
 from hookstream.io.pg import translated_sync
+from hookstream.ops import retention_store as store
 from hookstream.policy.retention import plan
 
 log = logging.getLogger("hookstream.retention")
 
-# One maintenance run at a time across every relay replica and the CLI.
-_LOCK_KEY = 0x68697374  # "hist"
 _DAY = re.compile(r"^events_p(\d{8})$")
-TABLES = ("attempts", "deliveries", "events")
+TABLES = store.TABLES
 
 
 @dataclass
@@ -53,16 +52,9 @@ class RetentionRun:
     lock_waits: int = 0  # steps given up because a lock was not granted in time
 
 
-def _part(table: str, day: date) -> str:
-    return f"{table}_p{day:%Y%m%d}"
-
-
 def existing_days(conn: psycopg.Connection[Any]) -> list[date]:
-    rows = conn.execute(
-        "SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid"
-        " WHERE i.inhparent = 'events'::regclass").fetchall()
     return [datetime.strptime(m.group(1), "%Y%m%d").replace(tzinfo=UTC).date()
-            for (name,) in rows if (m := _DAY.match(name))]
+            for name in store.day_partitions(conn) if (m := _DAY.match(name))]
 
 
 @translated_sync
@@ -71,8 +63,7 @@ def maintain(conn: psycopg.Connection[Any], *, history_days: int, days_ahead: in
              dry_run: bool = False) -> RetentionRun:
     """One maintenance run on an autocommit connection. ``today`` is for tests."""
     today = today or datetime.now(UTC).date()
-    got = conn.execute("SELECT pg_try_advisory_lock(%s)", (_LOCK_KEY,)).fetchone()
-    if not (got and got[0]):
+    if not store.try_lock(conn):
         return RetentionRun(ran=False)
     # Creating a partition and dropping one both need an ACCESS EXCLUSIVE lock on the
     # parent table for a moment. Waiting for it behind a long query would stall every
@@ -81,7 +72,7 @@ def maintain(conn: psycopg.Connection[Any], *, history_days: int, days_ahead: in
     # (days are made HISTORY_DAYS_AHEAD ahead, so a missed run costs nothing).
     # Each transaction here takes exactly one parent's lock, first, so a wait of ours is
     # never part of a lock cycle with a writer (_drop_day says why that mattered).
-    conn.execute(f"SET lock_timeout = '{int(lock_timeout_s * 1000)}ms'")
+    store.set_lock_timeout(conn, lock_timeout_s)
     try:
         run = RetentionRun()
         p = plan(existing_days(conn), today, history_days, days_ahead)
@@ -119,8 +110,8 @@ def maintain(conn: psycopg.Connection[Any], *, history_days: int, days_ahead: in
                 "rows": run.strays})
         return run
     finally:
-        conn.execute("RESET lock_timeout")
-        conn.execute("SELECT pg_advisory_unlock(%s)", (_LOCK_KEY,))
+        store.reset_lock_timeout(conn)
+        store.unlock(conn)
 
 
 def _drop_day(conn: psycopg.Connection[Any], day: date, dry_run: bool,
@@ -138,31 +129,21 @@ def _drop_day(conn: psycopg.Connection[Any], day: date, dry_run: bool,
     between (a lock not granted, a crash) leaves the day listed by its events
     partition, and the next run drops what is left."""
     started = time.monotonic()
-    deliveries = _part("deliveries", day)
     with conn.transaction():
         if not dry_run:
-            conn.execute("LOCK TABLE ONLY deliveries IN ACCESS EXCLUSIVE MODE")
-        exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (deliveries,)).fetchone()
-        if exists and exists[0]:
-            # Live: work some endpoint is still owed. A row of a deleted endpoint is not
-            # (its delete operation removes it, or it is a straggler committed after the
-            # endpoint row went: never claimed, nothing to wait for).
-            row = conn.execute(
-                f'SELECT count(*) FROM (SELECT 1 FROM "{deliveries}" d'
-                " WHERE d.status IN ('pending', 'in_flight') AND EXISTS ("
-                "  SELECT 1 FROM endpoints e"
-                "  WHERE e.id = d.endpoint_id AND e.status <> 'deleted') LIMIT %s) AS live",
-                (COUNT_CAP,)).fetchone()
-            live = int(row[0]) if row else 0
+            store.lock_parent(conn, "deliveries")
+        if store.exists(conn, "deliveries", day):
+            # Live: work some endpoint is still owed (store.live_deliveries says which).
+            live = store.live_deliveries(conn, day)
             if live or dry_run:
                 return live
-            conn.execute(f'DROP TABLE "{deliveries}"')
+            store.drop_day(conn, "deliveries", day)
         elif dry_run:
             return 0
     for table in ("attempts", "events"):
         with conn.transaction():
-            conn.execute(f"LOCK TABLE ONLY {table} IN ACCESS EXCLUSIVE MODE")
-            conn.execute(f'DROP TABLE IF EXISTS "{_part(table, day)}"')
+            store.lock_parent(conn, table)
+            store.drop_day(conn, table, day, if_exists=True)
     run.dropped.append(day)
     run.drop_s.append(time.monotonic() - started)
     log.info("history day dropped", extra={"day": day.isoformat(),
@@ -176,17 +157,11 @@ def _make_days(conn: psycopg.Connection[Any], first: date, end: date) -> int:
     days that exist already cost a catalog lookup, and no lock is taken for them."""
     made = 0
     for table in ("events", "deliveries", "attempts"):  # events name the day (existing_days)
-        missing = conn.execute(
-            "SELECT count(*) FROM generate_series(%s::date, %s::date - 1, interval '1 day') d"
-            " WHERE to_regclass(%s || '_p' || to_char(d, 'YYYYMMDD')) IS NULL",
-            (first, end, table)).fetchone()
-        if not (missing and missing[0]):
+        if not store.missing_days(conn, table, first, end):
             continue
         with conn.transaction():
-            conn.execute(f"LOCK TABLE ONLY {table} IN ACCESS EXCLUSIVE MODE")
-            row = conn.execute("SELECT hookstream_history_partitions(%s, %s, ARRAY[%s])",
-                               (first, end, table)).fetchone()
-            made += int(row[0]) if row else 0
+            store.lock_parent(conn, table)
+            made += store.make_days(conn, table, first, end)
     return made
 
 
@@ -195,19 +170,8 @@ def _make_day(conn: psycopg.Connection[Any], day: date) -> int:
 
 
 def _stray_days(conn: psycopg.Connection[Any]) -> list[date]:
-    rows = conn.execute(
-        "SELECT DISTINCT (committed_at AT TIME ZONE 'UTC')::date FROM ("
-        " (SELECT committed_at FROM events_default LIMIT %(cap)s)"
-        " UNION ALL (SELECT committed_at FROM deliveries_default LIMIT %(cap)s)"
-        " UNION ALL (SELECT committed_at FROM attempts_default LIMIT %(cap)s)) s",
-        {"cap": COUNT_CAP}).fetchall()
-    return sorted(r[0] for r in rows)
+    return store.stray_days(conn)
 
 
 def _strays(conn: psycopg.Connection[Any]) -> int:
-    total = 0
-    for table in TABLES:
-        row = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table}_default LIMIT %s) s",
-                           (COUNT_CAP,)).fetchone()
-        total += int(row[0]) if row else 0
-    return min(total, COUNT_CAP)
+    return min(sum(store.strays(conn, table) for table in TABLES), COUNT_CAP)

@@ -17,9 +17,8 @@ import psycopg
 from psycopg.rows import dict_row
 
 from hookstream.core.secretbox import Keyring, SecretKeyError, open_sealed, seal
-from hookstream.io import queries
+from hookstream.ops import secrets_store as store
 
-Q = queries.load("secrets")
 log = logging.getLogger(__name__)
 
 
@@ -27,10 +26,10 @@ def check_keyring(conn: psycopg.Connection[Any], keyring: Keyring) -> int:
     """Raise SecretKeyError unless ``keyring`` has a sealing key and opens one secret of
     every key id in use; returns how many rows are still plaintext."""
     keyring.current_id  # noqa: B018 -- raises when the keyring is empty
-    for row in conn.execute(Q["sample_per_key"]).fetchall():
+    for row in store.sample_per_key(conn):
         endpoint_id, key_id, sealed = row[0], row[1], row[2]
         open_sealed(keyring, key_id, bytes(sealed), endpoint_id.bytes)
-    return int(conn.execute(Q["count_plaintext"]).fetchone()[0])  # type: ignore[index]
+    return store.count_plaintext(conn)
 
 
 def startup_check(service: str, database_url: str, keyring: Keyring) -> str | None:
@@ -66,16 +65,15 @@ def reencrypt(database_url: str, keyring: Keyring, *, batch: int = 500) -> int:
     with psycopg.connect(database_url, row_factory=dict_row) as conn:
         while True:
             with conn.transaction():
-                rows = conn.execute(Q["to_reseal"], {"current": current, "limit": batch}).fetchall()
+                rows = store.to_reseal(conn, current=current, limit=batch)
                 for r in rows:
                     context = r["endpoint_id"].bytes
                     plain = (r["secret"] if r["secret"] is not None else
                              open_sealed(keyring, r["secret_key_id"], bytes(r["secret_sealed"]),
                                          context))
                     key_id, sealed = seal(keyring, plain, context)
-                    conn.execute(Q["store_sealed"], {"key_id": key_id, "sealed": sealed,
-                                                     "endpoint_id": r["endpoint_id"],
-                                                     "version": r["version"]})
+                    store.store_sealed(conn, endpoint_id=r["endpoint_id"],
+                                       version=r["version"], key_id=key_id, sealed=sealed)
             done += len(rows)
             if len(rows) < batch:
                 return done

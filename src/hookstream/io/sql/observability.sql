@@ -1,7 +1,12 @@
 -- Gauges derived from PostgreSQL, sampled by one service on a background thread
--- (src/hookstream/ops/db_metrics.py). Each query returns a bounded number of rows whatever
--- the number of endpoints: fixed label sets, or the worst %(limit)s endpoints.
--- They run together in one read-only transaction, so the numbers agree with each other.
+-- (src/hookstream/ops/db_metrics.py, through ops/metrics_store.py). Each query returns a
+-- bounded number of rows whatever the number of endpoints: fixed label sets, or the worst
+-- %(limit)s endpoints. They run together in one read-only transaction (snapshot), so the
+-- numbers agree with each other.
+
+-- name: snapshot
+-- First in the sample's transaction: one read-only snapshot for every query below.
+SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY
 
 -- name: pending_by_kind
 -- Work waiting for an attempt. "new" was never attempted (the first-attempt SLO is about

@@ -1,6 +1,7 @@
--- Reconciliation (hookstream reconcile): outbox ↔ events ↔ deliveries ↔ attempts over a
--- window of publication time. Every query is read-only and runs in one REPEATABLE READ
--- snapshot, so a row moving between two checks cannot look like a gap.
+-- Reconciliation (hookstream reconcile; run by ops/reconcile_store.py): outbox ↔ events ↔
+-- deliveries ↔ attempts over a window of publication time. Every query is read-only and
+-- runs in one REPEATABLE READ snapshot, so a row moving between two checks cannot look
+-- like a gap.
 --
 -- The window is driven by outbox.published_at (partial index outbox_published_at) and
 -- then follows primary keys and unique indexes only: events (event_id, committed_at),
@@ -15,6 +16,10 @@
 -- stall_s (a pending row overdue longer than this, on an endpoint doing nothing, is
 -- stalled), sample (rows returned per gap kind; `total` carries the full count).
 -- Gap queries return (kind, key, detail, total).
+
+-- name: db_now
+-- The server's clock, first in the snapshot: the grace period is measured against it.
+SELECT now()
 
 -- name: window_counts
 WITH w AS (

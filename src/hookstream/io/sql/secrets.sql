@@ -1,5 +1,5 @@
--- Signing secrets at rest (hookstream.ops.secret_keys). The key never appears here:
--- Python seals and opens, PostgreSQL stores bytes.
+-- Signing secrets at rest (hookstream.ops.secret_keys, through ops/secrets_store.py).
+-- The key never appears here: Python seals and opens, PostgreSQL stores bytes.
 
 -- name: sample_per_key
 -- One sealed row per key id in use: enough to prove at start-up that each key opens
