@@ -1,7 +1,7 @@
 """Writing events: a helper for Python producers, used inside the caller's own transaction.
 
 Producers in other languages call the SQL function ``hookstream_emit(...)`` instead
-(see ``schemas/sql/0001_init.sql``).
+(see ``schemas/sql/0001_init.sql``). The INSERT is ``producer_store``'s.
 """
 
 from __future__ import annotations
@@ -13,13 +13,8 @@ from typing import Any
 import orjson
 import psycopg
 
+from hookstream import producer_store
 from hookstream.core.ids import uuid7
-
-_INSERT = (
-    "INSERT INTO outbox (event_id, tenant, type, schema_version, object_id, object_version,"
-    " coalescing_key, occurred_at, payload)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, coalesce(%s, now()), %s)"
-)
 
 
 def write_event(
@@ -39,9 +34,6 @@ def write_event(
     the caller's transaction commits. ``payload`` is JSON-encoded unless it is bytes."""
     event_id = event_id or uuid7()  # time-ordered: appends to the indexes (core.ids)
     body = payload if isinstance(payload, bytes) else orjson.dumps(payload)
-    conn.execute(
-        _INSERT,
-        (event_id, tenant, type, schema_version, object_id, object_version, coalescing_key,
-         occurred_at, body),
-    )
+    producer_store.insert_event(conn, event_id, tenant, type, schema_version, object_id,
+                                object_version, coalescing_key, occurred_at, body)
     return event_id

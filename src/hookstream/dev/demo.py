@@ -14,6 +14,7 @@ from collections import Counter
 import psycopg
 
 from hookstream.core.topics import Topics
+from hookstream.dev import demo_store as store
 from hookstream.dev import localstack
 from hookstream.dev.harness import Pipeline, pipeline_env
 from hookstream.dev.localstack.paths import logs_dir
@@ -49,8 +50,7 @@ def _expected(tenant: str, type_: str) -> list[str]:
 
 def _fresh_database(admin_url: str) -> str:
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {DEMO_DB} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {DEMO_DB}")
+        store.recreate_database(conn, DEMO_DB)
     return admin_url.rsplit("/", 1)[0] + "/" + DEMO_DB
 
 
@@ -108,11 +108,8 @@ def run_demo(events: int = 20, keep_running: bool = False) -> int:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             with psycopg.connect(db_url) as conn:
-                row = conn.execute(
-                    "SELECT count(*) FILTER (WHERE status = 'delivered'), count(*) FROM deliveries"
-                ).fetchone()
-            assert row is not None
-            if row[0] >= total and len(receiver.delivered_ids()) >= total:
+                delivered, _rows = store.delivery_progress(conn)
+            if delivered >= total and len(receiver.delivered_ids()) >= total:
                 break
             time.sleep(0.2)
         elapsed = time.monotonic() - written_at
@@ -136,13 +133,10 @@ def run_demo(events: int = 20, keep_running: bool = False) -> int:
 
 def _report(db_url: str, receiver: Receiver, expected: Counter[str], elapsed: float) -> bool:
     with psycopg.connect(db_url) as conn:
-        rows = conn.execute(
-            "SELECT d.status, count(*), count(DISTINCT (d.event_id, d.endpoint_id)),"
-            " sum(d.attempts) FROM deliveries d GROUP BY d.status").fetchall()
+        rows = store.by_status(conn)
         by_status = {r[0]: r[1] for r in rows}
         pairs = sum(r[2] for r in rows)
-        ids = {str(r[0]) for r in conn.execute(
-            "SELECT delivery_id FROM deliveries WHERE status = 'delivered'")}
+        ids = store.delivered_ids(conn)
     print(f"\n{'endpoint':<18}{'expected':>9}{'received':>9}{'verified':>9}{'bad sig':>8}")
     per = receiver.summary()
     for name, _count in sorted(expected.items()):
