@@ -3,7 +3,7 @@
 #
 #   outage lane  the tests marked `outage` stop or freeze Kafka or PostgreSQL, so each
 #                runs on a stack nobody else uses: HOOKSTREAM_TEST_OUTAGE_STACKS stacks
-#                (default 2; folders .stack-outage-N, ports 28092/28093 + 100 N and
+#                (default 1; folders .stack-outage-N, ports 28092/28093 + 100 N and
 #                56432 + N) are started here and left running like the main one, and
 #                pytest-xdist gives each of its workers one of them (tests/conftest.py);
 #   main lane    every other test, on HOOKSTREAM_TEST_WORKERS pytest-xdist workers
@@ -26,7 +26,9 @@ fi
 logs="$(mktemp -d "${TMPDIR:-/tmp}/hookstream-test.XXXXXX")"
 # The environment must not point the outage lane at the main stack's servers.
 unset HOOKSTREAM_DATABASE_URL HOOKSTREAM_KAFKA_BOOTSTRAP
-outage_stacks=${HOOKSTREAM_TEST_OUTAGE_STACKS:-2}
+# One by default: on two cores, a second outage stack beside four main workers finished
+# sooner but left three time-bound tests (alerts, a stop within its window) failing.
+outage_stacks=${HOOKSTREAM_TEST_OUTAGE_STACKS:-1}
 outage_dirs=()
 stack_pids=()
 # The outage lane's stacks boot while the lint step runs.

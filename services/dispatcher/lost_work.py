@@ -65,25 +65,38 @@ class LostWork:
         self._has_room = has_room
 
     async def reap_forever(self) -> None:
+        while True:
+            await asyncio.sleep(min(5.0, self._s.lease_s / 2))
+            await self.reap_once()
+
+    def _outcomes_wait(self) -> bool:
+        # This process's outcomes are stuck (the database is away, or the broker their
+        # retry records wait for): they go first, so a lease that expired meanwhile is not
+        # taken back from an attempt that finished.
+        return self._writer_stuck_for(time.time()) > 1.0
+
+    async def reap_once(self) -> int:
+        """One round of the reaper; returns the deliveries handed back."""
         async def produce(rows: list[dict[str, Any]]) -> bool:
+            # Asked again once the rows are read: the read itself can wait out a whole
+            # database outage (for a pooled connection), during which attempts finish
+            # whose outcomes then wait too. Nothing is handed back this round.
+            if self._outcomes_wait():
+                return False
             return await self._publish(requeued(self._topic, rows, datetime.now(UTC),
                                                 swept=False))
 
-        while True:
-            await asyncio.sleep(min(5.0, self._s.lease_s / 2))
-            if self._writer_stuck_for(time.time()) > 1.0:
-                # This process's outcomes are stuck (the database is away, or the broker
-                # their retry records wait for): they go first, so a lease that expired
-                # meanwhile is not taken back from an attempt that finished.
-                continue
-            try:
-                n = await self._store.expired_leases(REAP_BATCH, produce)
-            except DatabaseUnavailable as exc:
-                self._fail("reaper", exc)
-                continue
-            if n:
-                self._metrics.reaped.inc(n)
-                log.warning("expired leases handed back", extra={"count": n})
+        if self._outcomes_wait():
+            return 0
+        try:
+            n = await self._store.expired_leases(REAP_BATCH, produce)
+        except DatabaseUnavailable as exc:
+            self._fail("reaper", exc)
+            return 0
+        if n:
+            self._metrics.reaped.inc(n)
+            log.warning("expired leases handed back", extra={"count": n})
+        return n
 
     async def sweep_forever(self) -> None:
         s = self._s
