@@ -18,22 +18,6 @@ from hookstream.io.kafka import delete_topics, ensure_topics
 from hookstream.ops.migrate import migrate
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """The outage lane (scripts/test.sh) runs on stacks of its own, one per pytest-xdist
-    worker, named in HOOKSTREAM_TEST_STACK_DIRS: worker gwN takes the Nth, so the tests
-    that stop a server never stop one that another test is using."""
-    dirs = os.environ.get("HOOKSTREAM_TEST_STACK_DIRS")
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if dirs and worker:
-        folders = dirs.split(",")
-        index = int(worker.removeprefix("gw"))
-        if index >= len(folders):
-            raise pytest.UsageError(
-                f"worker {worker} has no stack of its own in HOOKSTREAM_TEST_STACK_DIRS "
-                f"({len(folders)} given): run as many workers as stacks")
-        os.environ["HOOKSTREAM_STACK_DIR"] = folders[index]
-
-
 def stack_addresses() -> tuple[str, str]:
     """(database URL, Kafka bootstrap) of the servers the tests use: the ones the
     environment names explicitly (HOOKSTREAM_DATABASE_URL, HOOKSTREAM_KAFKA_BOOTSTRAP), else

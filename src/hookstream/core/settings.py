@@ -44,8 +44,6 @@ OTHER_ENV_NAMES: frozenset[str] = frozenset({
     "HOOKSTREAM_REPO_ROOT",  # hookstream.dev.localstack.paths: the repository root
     "HOOKSTREAM_STACK_DIR",  # localstack.paths, demo, benchmarks: the local stack's folder
     "HOOKSTREAM_TEST_WORKERS",  # Makefile, scripts/test.sh: the main lane's pytest-xdist workers
-    "HOOKSTREAM_TEST_OUTAGE_STACKS",  # scripts/test.sh: stacks (and workers) of the outage lane
-    "HOOKSTREAM_TEST_STACK_DIRS",  # tests/conftest.py: each outage-lane worker's own stack
     "HOOKSTREAM_STACK_KAFKA_PORT",  # localstack.kafka: the broker's port
     "HOOKSTREAM_STACK_KAFKA_CONTROLLER_PORT",  # localstack.kafka: the controller's port
     "HOOKSTREAM_STACK_PG_PORT",  # localstack.postgres: the server's port
