@@ -192,5 +192,8 @@ def test_above_its_load_threshold_the_fanout_gathers_larger_batches(
     loaded_batches = loaded.batches()
     print(f"batches: {plain_batches} taken as they came, {loaded_batches} gathered")
     # 1.2 s of stream in waits of 0.2 s: about 6 batches (and the first, before the
-    # load was known); one at a time it took many more.
-    assert loaded_batches <= 12 < plain_batches, (loaded_batches, plain_batches)
+    # load was known), whatever the host; taken as they came, more (how many more is the
+    # host's: a busy one takes several events per poll, ~10 here beside the parallel
+    # suite, ~20 alone).
+    assert loaded_batches <= 12, (loaded_batches, plain_batches)
+    assert loaded_batches < plain_batches, (loaded_batches, plain_batches)
