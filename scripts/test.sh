@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The whole suite on the real stack: lint, then every test, in two lanes at once.
+# The whole suite on the real stack: lint, then every test, in two lanes.
 #
 #   outage lane  the tests marked `outage` stop or freeze Kafka or PostgreSQL, so they
 #                run one after another on a stack of their own (folder .stack-outage,
-#                ports 28092/28093 and 56432), started here and left running like the
-#                main one;
+#                ports 28092/28093 and 56432), booted during lint and left running like
+#                the main one, after the main lane;
 #   main lane    every other test, on HOOKSTREAM_TEST_WORKERS pytest-xdist workers
 #                (default 4) against the stack that `make stack-up` started: each test
 #                has its own database, cloned from a migrated template, and its own
@@ -35,14 +35,11 @@ scripts/lint.sh
 wait "$stack_pid" || { cat "$logs/outage-stack.log" >&2; exit 1; }
 
 started=$SECONDS
-# A plain pytest process, not an xdist worker: in three runs where the outage lane ran as
-# one (its broker restarted from inside the worker), the Kafka-outage test under load
-# failed each time, and never in the runs where it ran like this.
-env "${outage_env[@]}" .venv/bin/pytest -p no:cacheprovider -m outage \
-  --junitxml="$logs/outage.xml" >"$logs/outage.log" 2>&1 &
-outage_pid=$!
-# The main lane prints as it goes, then its `solo` tests run, one at a time, with no other
-# test of the main stack beside them; the outage lane's output follows.
+# Three phases, one after another: the main lane on parallel workers, then its `solo`
+# tests, then the outage lane. Run beside the main lane (this script did so for a day),
+# the outage tests failed one run in four: a Kafka restarted under that load left the
+# services' consumers without a group coordinator for minutes (test_kafka_outage,
+# test_faults_dispatcher_under_load), a failure for issue #47, not for the suite's clock.
 set +e
 .venv/bin/pytest -p no:cacheprovider --dist loadscope --no-loadscope-reorder \
   -m "not outage and not solo" -n "${HOOKSTREAM_TEST_WORKERS:-4}" \
@@ -52,12 +49,11 @@ echo "main lane: exit $main_rc after $((SECONDS - started)) s; now its solo test
 .venv/bin/pytest -p no:cacheprovider -m "solo and not outage" --junitxml="$logs/solo.xml" \
   2>&1 | tee "$logs/solo.log"
 solo_rc=${PIPESTATUS[0]}
-echo "solo tests: exit $solo_rc after $((SECONDS - started)) s; waiting for the outage lane"
-wait "$outage_pid"
-outage_rc=$?
+echo "solo tests: exit $solo_rc after $((SECONDS - started)) s; now the outage lane"
+env "${outage_env[@]}" .venv/bin/pytest -p no:cacheprovider -m outage \
+  --junitxml="$logs/outage.xml" 2>&1 | tee "$logs/outage.log"
+outage_rc=${PIPESTATUS[0]}
 set -e
-echo "---------------------------------------------------------------- outage lane"
-cat "$logs/outage.log"
 echo "outage lane: exit $outage_rc after $((SECONDS - started)) s"
 # One closing line for both lanes, counted from their JUnit reports.
 .venv/bin/python scripts/junit_totals.py "$logs/main.xml" "$logs/solo.xml" "$logs/outage.xml"
