@@ -4,11 +4,10 @@ level, in functions, through a package's ``__init__``), and a tree without one p
 from __future__ import annotations
 
 import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "check_imports.py"
+from tests.source_trees import run_check, write_tree
+
 PYPROJECT = """\
 [tool.setuptools]
 package-dir = { "pkg" = "src/pkg", "pkg.svc" = "services/svc" }
@@ -17,17 +16,12 @@ package-dir = { "pkg" = "src/pkg", "pkg.svc" = "services/svc" }
 
 def tree(root: Path, files: dict[str, str]) -> Path:
     (root / "pyproject.toml").write_text(PYPROJECT)
-    for name, text in {"src/pkg/__init__.py": "", "services/svc/__init__.py": "",
-                       **files}.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-    return root
+    return write_tree(root, {"src/pkg/__init__.py": "", "services/svc/__init__.py": "",
+                             **files})
 
 
 def check(root: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(SCRIPT), "--root", str(root)],
-                          capture_output=True, text=True, timeout=60)
+    return run_check("check_imports.py", root)
 
 
 def test_a_tree_without_a_circle_passes(tmp_path: Path) -> None:

@@ -5,13 +5,11 @@ prose, docstrings and ``dict.copy()`` are not SQL."""
 from __future__ import annotations
 
 import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "check_sql.py"
+from tests.source_trees import run_check, write_tree
 
 RUNS_SQL = '''\
 """SELECT rows FROM somewhere: a docstring is prose, never SQL."""
@@ -55,17 +53,12 @@ class Settings:
 
 
 def tree(root: Path, files: dict[str, str]) -> Path:
-    for name, text in {"src/hookstream/__init__.py": "", "services/relay/__init__.py": "",
-                       **files}.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-    return root
+    return write_tree(root, {"src/hookstream/__init__.py": "",
+                             "services/relay/__init__.py": "", **files})
 
 
 def check(root: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(SCRIPT), "--root", str(root)],
-                          capture_output=True, text=True, timeout=60)
+    return run_check("check_sql.py", root)
 
 
 def test_sql_in_a_module_that_is_not_a_store_fails(tmp_path: Path) -> None:
