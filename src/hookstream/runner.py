@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import logging
 import signal
 import threading
@@ -67,10 +68,15 @@ def run_service(
     registry = CollectorRegistry()
     built: list[Service] = []
 
+    # The pid tells whoever asks which process answered: the harness, which cannot reserve
+    # the port it picks, must not take another process's answer on it for this one's.
+    pid = os.getpid()
+
     def health() -> tuple[bool, dict[str, Any]]:
         if not built:
-            return False, {"service": name, "last_error": "starting"}
-        return built[0].healthy, {"service": name, "last_error": built[0].last_error}
+            return False, {"service": name, "pid": pid, "last_error": "starting"}
+        return built[0].healthy, {"service": name, "pid": pid,
+                                  "last_error": built[0].last_error}
 
     # The port first: a port already taken is one line and exit 2 before anything starts
     # (it was an OSError traceback after the service had connected everywhere).

@@ -3,6 +3,7 @@ and the benchmarks, so all three start the pipeline the same way."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -86,13 +87,21 @@ class ServiceProcess:
                     f"{self.name} exited with {self.proc.returncode}:\n{self.tail()}")
             try:
                 code, body = self.get("/healthz")
-                if code == 200:
+                if code == 200 and self._answered_by_own_process(body):
                     return
                 last = body.decode(errors="replace")
             except OSError as exc:
                 last = str(exc)
             time.sleep(0.2)
         raise TimeoutError(f"{self.name} not healthy after {timeout_s}s ({last}):\n{self.tail()}")
+
+    def _answered_by_own_process(self, body: bytes) -> bool:
+        """Whether a /healthz answer came from this process: until the service has bound
+        the port, another process may hold it and answer (another test's service)."""
+        try:
+            return self.proc is not None and json.loads(body).get("pid") == self.proc.pid
+        except (ValueError, AttributeError):
+            return False
 
     def tail(self, lines: int = 30) -> str:
         try:
