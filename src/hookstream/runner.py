@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import gc
-import os
 import logging
+import os
 import signal
 import threading
 from collections.abc import Callable
