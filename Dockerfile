@@ -12,8 +12,11 @@ FROM python:3.11-slim
 RUN useradd --system --uid 10001 hookstream
 COPY --from=build /install /usr/local
 USER hookstream
+# No .pyc writes at run time (pip compiled them at install): the root filesystem may be
+# read-only (docker-compose.yml mounts only /tmp writable).
 ENV HOOKSTREAM_HTTP_HOST=0.0.0.0 \
     HOOKSTREAM_LOG_FORMAT=json \
-    PYTHONUNBUFFERED=1
+    PYTHONUNBUFFERED=1 \
+    PYTHONDONTWRITEBYTECODE=1
 ENTRYPOINT ["hookstream"]
 CMD ["--help"]

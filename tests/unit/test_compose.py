@@ -1,4 +1,6 @@
-"""No Docker engine runs here, so the compose file is checked against the code instead."""
+"""The compose files checked against the code (commands, variables, ports) and against
+their promises (networks, hardening, the cluster's replication). scripts/containers.sh
+runs them for real; this is the part that needs no container engine."""
 
 from __future__ import annotations
 
@@ -12,13 +14,34 @@ import yaml
 
 from hookstream.cli import main as cli_main
 from hookstream.core.settings import CommonSettings, all_env_names, from_env
+from hookstream.dev.harness import STOP_TIMEOUT_S
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _merge(base: Any, override: Any) -> Any:
+    """Compose's merge of an override file: mappings key by key, lists appended."""
+    if isinstance(base, dict) and isinstance(override, dict):
+        return {k: _merge(base[k], v) if k in base else v for k, v in override.items()} | {
+            k: v for k, v in base.items() if k not in override}
+    if isinstance(base, list) and isinstance(override, list):
+        return base + [x for x in override if x not in base]
+    return override
+
+
 @pytest.fixture(scope="module")
-def compose() -> dict[str, Any]:
+def single() -> dict[str, Any]:
     return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+@pytest.fixture(scope="module")
+def cluster(single: dict[str, Any]) -> dict[str, Any]:
+    return _merge(single, yaml.safe_load((ROOT / "docker-compose.cluster.yml").read_text()))
+
+
+@pytest.fixture(scope="module", params=["single", "cluster"])
+def compose(request: pytest.FixtureRequest) -> dict[str, Any]:
+    return request.getfixturevalue(request.param)
 
 
 def _ours(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -66,11 +89,73 @@ def test_database_url_matches_the_postgres_service(compose: dict[str, Any]) -> N
     pg = compose["services"]["postgres"]["environment"]
     for svc in _ours(compose).values():
         url = svc["environment"]["HOOKSTREAM_DATABASE_URL"]
-        m = re.match(r"postgresql://(\w+):(\w+)@postgres:5432/(\w+)$", url)
+        m = re.match(r"postgresql://(\w+):(\$\{[^}]+\})@postgres:5432/(\w+)$", url)
         assert m, url
         assert m.groups() == (pg["POSTGRES_USER"], pg["POSTGRES_PASSWORD"], pg["POSTGRES_DB"])
         assert svc["environment"]["HOOKSTREAM_KAFKA_BOOTSTRAP"] == ",".join(
-            _advertised(b) for b in _brokers(compose).values())
+            _advertised(b) for _, b in sorted(_brokers(compose).items()))
+
+
+def test_no_secret_is_written_in_the_files(compose: dict[str, Any]) -> None:
+    """Passwords and the sealing keys come from the environment or an env file, required
+    (``${VAR:?...}``), never a value in the file or the image."""
+    assert compose["services"]["postgres"]["environment"]["POSTGRES_PASSWORD"].startswith(
+        "${POSTGRES_PASSWORD:?")
+    for name, svc in _ours(compose).items():
+        assert svc["environment"]["HOOKSTREAM_SECRET_KEYS"].startswith(
+            "${HOOKSTREAM_SECRET_KEYS:?"), name
+    assert "SECRET" not in (ROOT / "Dockerfile").read_text()
+
+
+def test_set_up_commands_wait_for_their_server(compose: dict[str, Any]) -> None:
+    for name in ("migrate", "topics"):
+        command = compose["services"][name]["command"]
+        assert command[:2] == [name, "--wait"] and float(command[2]) >= 60, command
+
+
+def test_every_process_is_hardened_and_stops_after_its_drain(compose: dict[str, Any]) -> None:
+    for name, svc in _ours(compose).items():
+        assert svc["init"] is True, name  # SIGTERM forwarded, zombies reaped
+        assert svc["read_only"] is True and svc["tmpfs"] == ["/tmp"], name
+        assert svc["cap_drop"] == ["ALL"], name
+        assert "no-new-privileges:true" in svc["security_opt"], name
+        grace = float(svc["stop_grace_period"].removesuffix("s"))
+        assert grace > STOP_TIMEOUT_S, name
+
+
+# -- networks: the dispatcher's egress reaches no internal service (seed 002) -------------
+
+
+def _networks(svc: dict[str, Any]) -> set[str]:
+    nets = svc.get("networks", ["default"])
+    return set(nets)  # a list, or a mapping of network → options
+
+
+def test_the_dispatcher_shares_a_network_only_with_what_it_needs(
+        compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    mine = _networks(services["dispatcher"])
+    neighbours = {other for other, svc in services.items()
+                  if other != "dispatcher" and _networks(svc) & mine}
+    kafka = set(_brokers(compose))
+    assert neighbours == {"postgres", "prometheus"} | kafka, neighbours
+    # the only network it shares with Prometheus is one where Prometheus listens on no
+    # port: Prometheus scrapes the dispatcher, it is never reached from it
+    prom = services["prometheus"]
+    shared = _networks(prom) & mine
+    assert shared == {"dispatcher-metrics"}
+    listen = next(a for a in prom["command"] if a.startswith("--web.listen-address="))
+    address = listen.split("=", 1)[1].rsplit(":", 1)[0]
+    assert address == prom["networks"]["control"]["ipv4_address"]
+    # and its way out is its own
+    assert [n for n, svc in services.items() if "egress" in _networks(svc)] == ["dispatcher"]
+
+
+def test_the_api_is_on_no_network_of_the_dispatcher(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    assert services["fanout"]["environment"]["HOOKSTREAM_API_PORT"] == "8080"
+    for name in ("fanout", "relay", "grafana", "migrate", "topics"):
+        assert not _networks(services[name]) & _networks(services["dispatcher"]), name
 
 
 # -- Kafka: three KRaft brokers, and topics replicated 3 / min ISR 2 (issue #16) -----------
@@ -88,7 +173,17 @@ def _advertised(env: dict[str, str]) -> str:
     return listener.removeprefix("PLAINTEXT://")
 
 
-def test_three_kraft_brokers_form_one_quorum(compose: dict[str, Any]) -> None:
+def test_one_broker_by_default_replicating_once(single: dict[str, Any]) -> None:
+    (env,) = _brokers(single).values()
+    assert env["KAFKA_CONTROLLER_QUORUM_VOTERS"] == "1@kafka:9093"
+    settings = from_env(CommonSettings, {k: v for k, v in single["services"]["topics"][
+        "environment"].items() if k.startswith("HOOKSTREAM_")})
+    assert settings.topic_replication_factor == settings.topic_min_insync_replicas == 1
+    assert env["KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR"] == "1"
+
+
+def test_three_kraft_brokers_form_one_quorum(cluster: dict[str, Any]) -> None:
+    compose = cluster
     brokers = _brokers(compose)
     assert len(brokers) == 3, sorted(brokers)
     assert len({env["CLUSTER_ID"] for env in brokers.values()}) == 1
@@ -106,7 +201,8 @@ def test_three_kraft_brokers_form_one_quorum(compose: dict[str, Any]) -> None:
     assert len(volumes) == len(brokers)  # one log directory each
 
 
-def test_topics_are_replicated_three_ways_with_two_in_sync(compose: dict[str, Any]) -> None:
+def test_topics_are_replicated_three_ways_with_two_in_sync(cluster: dict[str, Any]) -> None:
+    compose = cluster
     brokers = _brokers(compose)
     topics = compose["services"]["topics"]
     # the settings the topics command really reads (and checks), not just the strings
@@ -117,6 +213,7 @@ def test_topics_are_replicated_three_ways_with_two_in_sync(compose: dict[str, An
     assert "--partitions" not in topics["command"]  # the settings decide, as everywhere
     for name in brokers:
         assert topics["depends_on"][name]["condition"] == "service_healthy"
+        assert set(compose["services"][name]["networks"]) == {"kafka", "dispatcher-kafka"}
     for env in brokers.values():
         # Kafka's own topics: the consumer offsets and the idempotent/transactional
         # producer state are as precious as the records.

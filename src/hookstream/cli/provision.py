@@ -1,20 +1,46 @@
 """``hookstream migrate`` and ``hookstream topics``: the schema and the topics the services
-need. Both are idempotent and fail within seconds when their server cannot be reached."""
+need. Both are idempotent and fail within seconds when their server cannot be reached, or,
+with ``--wait SECONDS``, keep trying for that long first (containers start in any order)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from hookstream.cli.failures import REFUSED, USAGE, CommandError
 from hookstream.core.settings import CommonSettings, from_env
 from hookstream.core.topic_check import Mismatch, check_existing
 from hookstream.core.topics import Topics, TopicSpec
-from hookstream.io.pg import translating
+from hookstream.io.kafka.errors import BrokerUnavailable
+from hookstream.io.pg import DatabaseUnavailable, translating
+from hookstream.policy.startup_wait import pauses
 
 # An unreachable server is reported in seconds, not after the driver's own minutes.
 CONNECT_TIMEOUT_S = 5
+
+T = TypeVar("T")
+
+
+def patiently(action: Callable[[], T], wait_s: float, server: str,
+              sleep: Callable[[float], None] = time.sleep) -> T:
+    """``action()``, tried again while its server is unreachable, for up to ``wait_s``
+    seconds of pauses (hookstream.policy.startup_wait); each failed try is one line on
+    stderr. Anything but unreachability (a refusal, a difference) fails at once."""
+    waited = 0.0
+    for pause in pauses(wait_s):
+        try:
+            return action()
+        except (DatabaseUnavailable, BrokerUnavailable) as exc:
+            reason = " ".join(str(exc).split())  # libpq's messages span lines
+            print(f"hookstream: {server} not reachable yet ({reason}); trying again in "
+                  f"{pause:g} s ({waited:g} of {wait_s:g} s waited)", file=sys.stderr,
+                  flush=True)
+        sleep(pause)
+        waited += pause
+    return action()
 
 
 def migrate(settings: CommonSettings) -> list[str]:
@@ -105,8 +131,9 @@ def _print_created(created: list[str]) -> None:
     print("topics created: " + (", ".join(created) if created else "none (all exist)"))
 
 
-def cmd_migrate(_args: argparse.Namespace) -> int:
-    applied = migrate(from_env(CommonSettings))
+def cmd_migrate(args: argparse.Namespace) -> int:
+    settings = from_env(CommonSettings)
+    applied = patiently(lambda: migrate(settings), args.wait, "PostgreSQL")
     print("migrations applied: " + (", ".join(applied) if applied else "none (up to date)"))
     return 0
 
@@ -114,7 +141,7 @@ def cmd_migrate(_args: argparse.Namespace) -> int:
 def cmd_topics(args: argparse.Namespace) -> int:
     settings = from_env(CommonSettings)
     try:
-        created = topics(settings, args.partitions)
+        created = patiently(lambda: topics(settings, args.partitions), args.wait, "Kafka")
     except TopicsDiffer as exc:
         _print_created(exc.created)
         for m in exc.differ:
@@ -136,11 +163,27 @@ def _partitions(raw: str) -> int:
     return value
 
 
+def _seconds(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {raw!r}") from None
+    if not 0 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be 0..3600 seconds, got {raw}")
+    return value
+
+
+WAIT_HELP = ("while the server cannot be reached, keep trying for up to this many seconds "
+             "(one line per try on stderr; default 0: fail at once)")
+
+
 def register(sub: Any) -> None:
-    sub.add_parser(
+    m = sub.add_parser(
         "migrate", help="apply pending SQL migrations (idempotent)",
         description="Apply the SQL migrations not yet applied to HOOKSTREAM_DATABASE_URL, "
-                    "in order, each in its own transaction.").set_defaults(fn=cmd_migrate)
+                    "in order, each in its own transaction.")
+    m.add_argument("--wait", type=_seconds, default=0.0, metavar="SECONDS", help=WAIT_HELP)
+    m.set_defaults(fn=cmd_migrate)
     p = sub.add_parser(
         "topics", help="create the Kafka topics the services use (idempotent)",
         description="Create the topics (events, deliveries, delay tiers, dead letters) under "
@@ -155,4 +198,5 @@ def register(sub: Any) -> None:
     p.add_argument("--partitions", type=_partitions, default=None,
                    help="partitions of the events, deliveries and delay-tier topics "
                         "(default HOOKSTREAM_TOPIC_PARTITIONS, 6)")
+    p.add_argument("--wait", type=_seconds, default=0.0, metavar="SECONDS", help=WAIT_HELP)
     p.set_defaults(fn=cmd_topics)

@@ -70,14 +70,7 @@ def run_demo(events: int = 20, keep_running: bool = False) -> int:
 
     receiver = Receiver()
     rthread = ReceiverThread(receiver).start()
-    with psycopg.connect(db_url) as conn:
-        for tenant, name, patterns in ENDPOINTS:
-            # Above the default 50/s so a larger `--events` run shows the pipeline's
-            # speed rather than the token bucket's.
-            ep = create_endpoint(conn, tenant=tenant, url=receiver.url(name),
-                                 event_types=patterns, allow_insecure=True,
-                                 rate_per_s=1000, burst=1000, max_in_flight=16)
-            receiver.add(name, ep.secret)
+    register_endpoints(db_url, receiver, "127.0.0.1")
     print(f"== receiver on 127.0.0.1:{receiver.port} with {len(ENDPOINTS)} endpoints "
           "(signatures verified on every request)")
 
@@ -88,32 +81,7 @@ def run_demo(events: int = 20, keep_running: bool = False) -> int:
     print("== starting relay, fanout, dispatcher ...", flush=True)
     pipeline.start()
     try:
-        expected: Counter[str] = Counter()
-        written_at = time.monotonic()
-        with psycopg.connect(db_url) as conn:
-            for start in range(0, events, 50):
-                # A producer's business transaction, with several events in it.
-                with conn.transaction():
-                    for i in range(start, min(events, start + 50)):
-                        tenant = "acme" if i % 3 else "globex"
-                        type_ = TYPES[i % len(TYPES)]
-                        write_event(conn, tenant=tenant, type=type_,
-                                    payload={"n": i, "type": type_, "amount_cents": 100 * i},
-                                    object_id=f"obj_{i % 5}", object_version=i)
-                        for name in _expected(tenant, type_):
-                            expected[name] += 1
-        total = sum(expected.values())
-        print(f"== wrote {events} outbox events → {total} expected deliveries; waiting ...",
-              flush=True)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with psycopg.connect(db_url) as conn:
-                delivered, _rows = store.delivery_progress(conn)
-            if delivered >= total and len(receiver.delivered_ids()) >= total:
-                break
-            time.sleep(0.2)
-        elapsed = time.monotonic() - written_at
-        ok = _report(db_url, receiver, expected, elapsed)
+        ok = deliver_and_report(db_url, receiver, events)
         print("\nmetrics:  " + "  ".join(
             f"{k} {p.base_url}/metrics" for k, p in pipeline.processes.items()))
         print(f"logs:     {log_dir}/   stack: `hookstream stack status`, "
@@ -129,6 +97,50 @@ def run_demo(events: int = 20, keep_running: bool = False) -> int:
     finally:
         pipeline.stop()
         rthread.stop()
+
+
+def register_endpoints(db_url: str, receiver: Receiver, host: str) -> None:
+    """The demo's endpoints, at ``receiver`` as the dispatcher reaches it via ``host``."""
+    with psycopg.connect(db_url) as conn:
+        for tenant, name, patterns in ENDPOINTS:
+            # Above the default 50/s so a larger `--events` run shows the pipeline's
+            # speed rather than the token bucket's.
+            ep = create_endpoint(conn, tenant=tenant, url=receiver.url(name, host),
+                                 event_types=patterns, allow_insecure=True,
+                                 rate_per_s=1000, burst=1000, max_in_flight=16)
+            receiver.add(name, ep.secret)
+
+
+def deliver_and_report(db_url: str, receiver: Receiver, events: int,
+                       timeout_s: float = 60.0) -> bool:
+    """Write ``events`` sample events as a producer would, wait until every expected
+    delivery was recorded and verified at the receiver (or ``timeout_s``), print the
+    summary; True when every delivery arrived once, verified."""
+    expected: Counter[str] = Counter()
+    written_at = time.monotonic()
+    with psycopg.connect(db_url) as conn:
+        for start in range(0, events, 50):
+            # A producer's business transaction, with several events in it.
+            with conn.transaction():
+                for i in range(start, min(events, start + 50)):
+                    tenant = "acme" if i % 3 else "globex"
+                    type_ = TYPES[i % len(TYPES)]
+                    write_event(conn, tenant=tenant, type=type_,
+                                payload={"n": i, "type": type_, "amount_cents": 100 * i},
+                                object_id=f"obj_{i % 5}", object_version=i)
+                    for name in _expected(tenant, type_):
+                        expected[name] += 1
+    total = sum(expected.values())
+    print(f"== wrote {events} outbox events → {total} expected deliveries; waiting ...",
+          flush=True)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with psycopg.connect(db_url) as conn:
+            delivered, _rows = store.delivery_progress(conn)
+        if delivered >= total and len(receiver.delivered_ids()) >= total:
+            break
+        time.sleep(0.2)
+    return _report(db_url, receiver, expected, time.monotonic() - written_at)
 
 
 def _report(db_url: str, receiver: Receiver, expected: Counter[str], elapsed: float) -> bool:

@@ -37,3 +37,10 @@ def by_status(conn: psycopg.Connection[Any]) -> list[Any]:
 
 def delivered_ids(conn: psycopg.Connection[Any]) -> set[str]:
     return {str(r[0]) for r in conn.execute(Q["delivered_ids"])}
+
+
+def finished_attempts_of_tenant(conn: psycopg.Connection[Any],
+                                tenant: str) -> list[tuple[str, int | None, str | None, str]]:
+    """(url, status code, error class, outcome) of every finished attempt to ``tenant``."""
+    return [(r[0], r[1], r[2], r[3])
+            for r in conn.execute(Q["finished_attempts_of_tenant"], (tenant,))]

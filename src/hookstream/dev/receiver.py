@@ -139,17 +139,17 @@ class Receiver:
 class ReceiverThread:
     """Runs a ``Receiver`` on its own event loop in a thread, for synchronous callers."""
 
-    def __init__(self, receiver: Receiver):
+    def __init__(self, receiver: Receiver, host: str = "127.0.0.1"):
         import threading
 
-        self.receiver = receiver
+        self.receiver, self.host = receiver, host
         self._loop = asyncio.new_event_loop()
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._run, name="receiver", daemon=True)
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
-        self._loop.run_until_complete(self.receiver.start())
+        self._loop.run_until_complete(self.receiver.start(self.host))
         self._ready.set()
         self._loop.run_forever()
         self._loop.run_until_complete(self.receiver.stop())

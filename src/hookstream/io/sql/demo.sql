@@ -12,3 +12,13 @@ FROM deliveries d GROUP BY d.status
 
 -- name: delivered_ids
 SELECT delivery_id FROM deliveries WHERE status = 'delivered'
+
+-- name: finished_attempts_of_tenant
+-- The containers' egress check: every finished attempt to one tenant's endpoints, with
+-- where it went and how it ended.
+SELECT e.url, a.status_code, a.error_class, a.outcome
+FROM attempts a
+JOIN deliveries d ON d.delivery_id = a.delivery_id
+JOIN endpoints e ON e.id = d.endpoint_id
+WHERE d.tenant = %s AND a.finished_at IS NOT NULL
+ORDER BY e.url, a.attempt_no
