@@ -32,8 +32,13 @@ outage_env=(HOOKSTREAM_STACK_DIR="$PWD/.stack-outage" HOOKSTREAM_STACK_KAFKA_POR
 # The outage lane's stack boots while the lint step runs.
 env "${outage_env[@]}" .venv/bin/hookstream stack up >"$logs/outage-stack.log" 2>&1 &
 stack_pid=$!
+# So does the Kubernetes manifests' offline validator (a Go build and two schema
+# conversions, once per machine; nothing after that).
+scripts/k8s_tools.sh >"$logs/k8s-tools.log" 2>&1 &
+k8s_pid=$!
 scripts/lint.sh
 wait "$stack_pid" || { cat "$logs/outage-stack.log" >&2; exit 1; }
+wait "$k8s_pid" || { cat "$logs/k8s-tools.log" >&2; exit 1; }
 
 started=$SECONDS
 # Two phases. First the main lane on parallel workers. Then, side by side, its `solo`
