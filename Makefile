@@ -1,6 +1,6 @@
 # The two commands (see README): `make demo` and `make test`. Both install what is
 # missing first (scripts/bootstrap.sh is idempotent) and bring the local stack up.
-.PHONY: demo test check unit lint stack-up stack-down bootstrap
+.PHONY: demo test check unit lint stack-up stack-down bootstrap containers standins
 
 bootstrap:
 	@scripts/bootstrap.sh
@@ -30,3 +30,12 @@ check: stack-up
 	@scripts/k8s_tools.sh
 	@scripts/lint.sh
 	@.venv/bin/pytest -p no:cacheprovider -q -m "not outage" -n "$${HOOKSTREAM_TEST_WORKERS:-4}" --dist loadscope --no-loadscope-reorder tests/unit tests/integration
+
+# the three services as containers (podman here, the same compose file as Docker): builds
+# the stand-in base images once, the image, runs the demo and the egress checks through
+# docker-compose.yml, stops each service and checks it drained (scripts/containers.sh)
+containers: bootstrap
+	@scripts/containers.sh
+
+standins:
+	@scripts/container_standins.sh

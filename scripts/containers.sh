@@ -37,9 +37,6 @@ if [ ! -s "$secrets" ]; then
     echo "POSTGRES_PASSWORD=$(.venv/bin/python -c 'import secrets; print(secrets.token_urlsafe(24))')"
   } >"$secrets"
 fi
-# the demo's receivers are on private addresses (see deploy/containers/demo.yml)
-grep -q '^HOOKSTREAM_ALLOW_PRIVATE_TARGETS=' "$secrets" \
-  || echo "HOOKSTREAM_ALLOW_PRIVATE_TARGETS=true" >>"$secrets"
 set -a; . "$secrets"; set +a
 
 project=hookstream-demo
@@ -61,11 +58,26 @@ t_build=$((SECONDS - t))
 size=$(podman image inspect localhost/hookstream:latest --format '{{.Size}}')
 say "image localhost/hookstream:latest $((size / 1000000)) MB, built in ${t_build} s"
 
-services=(postgres kafka migrate topics relay fanout dispatcher prometheus)
-if podman image exists docker.io/grafana/grafana:11.2.2; then services+=(grafana); fi
+# In the order the file's health and completion conditions give, by hand: podman-compose
+# ignores those conditions, and turns depends_on into podman's --requires, which podman
+# 4.3 cannot resolve through a finished one-shot container ("depends on container … not
+# found in input list"). Hence --no-deps, stage by stage.
+up() { "${compose[@]}" up -d --no-deps --force-recreate "$@" >>"$work/up.log" 2>&1 \
+  || { tail -40 "$work/up.log"; exit 1; }; }
+: >"$work/up.log"
+servers=(postgres kafka prometheus)
+if podman image exists docker.io/grafana/grafana:11.2.2; then servers+=(grafana); fi
 since=$(date +%s.%N)
-"${compose[@]}" up -d --force-recreate "${services[@]}" >"$work/up.log" 2>&1 \
-  || { tail -40 "$work/up.log"; exit 1; }
+up "${servers[@]}"
+# migrate and topics wait for their servers themselves (--wait) and must exit 0
+up migrate topics
+for job in migrate topics; do
+  code=$(podman wait "${project}_${job}_1")
+  podman logs "${project}_${job}_1" 2>&1 | sed "s/^/  $job: /" | tail -5
+  [ "$code" = 0 ] || { say "$job exited $code"; exit 1; }
+done
+say "migrations and topics done $(.venv/bin/python -c "import time; print(round(time.time() - $since, 1))") s after start"
+up relay fanout dispatcher
 
 gateway=$(podman network inspect "${project}_egress" --format '{{range .Subnets}}{{.Gateway}}{{end}}')
 dispatcher="${project}_dispatcher_1"
@@ -74,7 +86,7 @@ set +e
   --database-url "postgresql://hookstream:${POSTGRES_PASSWORD}@127.0.0.1:${HOOKSTREAM_DEMO_PG_PORT:-55433}/hookstream" \
   --receiver-host "$gateway" --since "$since" \
   --service relay=http://127.0.0.1:9101 --service fanout=http://127.0.0.1:9102 \
-  --service dispatcher=http://127.0.0.1:9103 \
+  --service dispatcher=http://127.0.0.1:9103 --prometheus http://172.31.250.10:9090 \
   --dispatcher-container "$dispatcher"
 demo_rc=$?
 set -e

@@ -50,6 +50,8 @@ OTHER_ENV_NAMES: frozenset[str] = frozenset({
     "HOOKSTREAM_PG_BINDIR",  # localstack.postgres: where initdb and pg_ctl are
     "HOOKSTREAM_EXTERNAL_DATABASE_URL",  # localstack.postgres: use this server, start none
     "HOOKSTREAM_BENCH_PROFILE",  # benchmarks/dispatcher.py: attach py-spy
+    "HOOKSTREAM_CONTAINERS_CACHE",  # scripts/container_standins.sh: the rootfs cache
+    "HOOKSTREAM_DEMO_PG_PORT",  # scripts/containers.sh: the demo's PostgreSQL on the host
     # tests/e2e/fakedns: a test-only resolver override loaded into the dispatcher process
     # by the SSRF test (names → loopback, without touching the machine's resolver).
     "HOOKSTREAM_TEST_DNS",

@@ -44,6 +44,8 @@ INTERNAL = [
 # What the dispatcher needs, reachable: proves the probe can succeed at all.
 NEEDED = [("postgres", 5432), ("kafka", 9092)]
 EGRESS_TENANT = "egress-check"
+PROMETHEUS_ADDRESS = "172.31.250.10"  # docker-compose.yml's control network
+JOBS = ("hookstream-relay", "hookstream-fanout", "hookstream-dispatcher")
 
 
 def wait_healthy(services: dict[str, str], since: float, timeout_s: float) -> dict[str, float]:
@@ -87,7 +89,7 @@ def tenant_token(db_url: str) -> str:
         env={**os.environ, "HOOKSTREAM_DATABASE_URL": db_url}, capture_output=True,
         text=True, timeout=60, check=True)
     created = json.loads(done.stdout)
-    token = created.get("token") or created.get("key", {}).get("token")
+    token = (created.get("api_key") or {}).get("token")
     if not token:
         raise SystemExit(f"no API key in `hookstream tenants create`'s answer: {created}")
     return str(token)
@@ -96,12 +98,12 @@ def tenant_token(db_url: str) -> str:
 def guard_refuses_internal_urls(api: str, token: str) -> list[str]:
     """Problems: an internal URL the API accepted as an endpoint."""
     problems = []
-    for host, port, what in INTERNAL:
+    for host, port, what in [*INTERNAL, (PROMETHEUS_ADDRESS, 9090, "Prometheus by address")]:
         code, body = _api(api, "POST", "/v1/endpoints", token,
                           {"url": f"https://{host}:{port}/hooks", "event_types": ["*"]})
         verdict = "refused" if code == 400 else f"ACCEPTED ({code})"
-        print(f"   API, endpoint https://{host}:{port}/hooks ({what}): {verdict}"
-              f" — {body.get('detail') if isinstance(body, dict) else body}")
+        why = json.dumps(body)[:160]
+        print(f"   API, endpoint https://{host}:{port}/hooks ({what}): {verdict} {why}")
         if code != 400:
             problems.append(f"the API accepted an endpoint at {what} ({code})")
     return problems
@@ -160,12 +162,34 @@ def probe_from_dispatcher(container: str, podman: list[str]) -> list[str]:
     return problems
 
 
+def prometheus_scrapes_every_service(prometheus: str, timeout_s: float = 90.0) -> list[str]:
+    """Problems: a service whose scrape job is not up in Prometheus within ``timeout_s``
+    (the dispatcher's is scraped over its metrics network, the others over control)."""
+    deadline = time.monotonic() + timeout_s
+    up: dict[str, str] = {}
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{prometheus}/api/v1/targets", timeout=5) as resp:
+                targets = json.loads(resp.read())["data"]["activeTargets"]
+            up = {t["labels"]["job"]: t["health"] for t in targets}
+        except (OSError, ValueError, KeyError) as exc:
+            up = {"(prometheus)": str(exc)}
+        if all(up.get(job) == "up" for job in JOBS):
+            break
+        time.sleep(1)
+    print("   Prometheus targets: " + ", ".join(f"{j} {up.get(j, 'missing')}" for j in JOBS)
+          + (f" ({up['(prometheus)']})" if "(prometheus)" in up else ""))
+    return [f"Prometheus does not scrape {j} ({up.get(j, 'missing')})"
+            for j in JOBS if up.get(j) != "up"]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m hookstream.dev.container_demo")
     p.add_argument("--database-url", required=True)
     p.add_argument("--receiver-host", required=True,
                    help="the host's address on the dispatcher's egress network")
     p.add_argument("--api", default="http://127.0.0.1:8080")
+    p.add_argument("--prometheus", default="http://127.0.0.1:9090")
     p.add_argument("--service", action="append", default=[], metavar="NAME=URL",
                    help="a service's /healthz base URL, e.g. relay=http://127.0.0.1:9101")
     p.add_argument("--since", type=float, default=time.time(),
@@ -189,13 +213,16 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         thread.stop()
 
+    print("\n== observability")
+    problems = prometheus_scrapes_every_service(args.prometheus)
     print("\n== egress isolation (seed 002)")
-    problems = guard_refuses_internal_urls(args.api, tenant_token(args.database_url))
+    problems += guard_refuses_internal_urls(args.api, tenant_token(args.database_url))
     problems += webhooks_never_connect_inside(args.database_url)
     problems += probe_from_dispatcher(args.dispatcher_container, args.podman.split())
     for problem in problems:
         print(f"FAILED: {problem}")
-    print("egress isolation: " + ("OK" if not problems else f"{len(problems)} problem(s)"))
+    print("observability and egress isolation: "
+          + ("OK" if not problems else f"{len(problems)} problem(s)"))
     return 0 if ok and not problems else 1
 
 
