@@ -54,6 +54,7 @@ from confluent_kafka import (
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 
 from hookstream.io.kafka import BrokerUnavailable
+from hookstream.io.kafka.config import client_log
 from hookstream.ops.sampling import BackgroundSampler, SampledCollector
 
 TP = tuple[str, int]
@@ -212,6 +213,8 @@ class KafkaLagSource:
             # assign()s, so it never joins this (or any) group and never commits.
             "group.id": "hookstream-lag-reader",
             "client.id": "hookstream-lag-reader",
+            # librdkafka's lines through the service's log, not raw on stderr
+            "logger": client_log,
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,
             "enable.partition.eof": True,
@@ -232,7 +235,7 @@ class KafkaLagSource:
         if handle is None:
             handle = self._offsets_of[group] = Consumer({
                 "bootstrap.servers": self.bootstrap, "group.id": group,
-                "client.id": "hookstream-lag-offsets", "enable.auto.commit": False,
+                "client.id": "hookstream-lag-offsets", "logger": client_log, "enable.auto.commit": False,
                 "enable.auto.offset.store": False})
         return handle
 
