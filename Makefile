@@ -27,9 +27,7 @@ test: stack-up
 
 # the development loop: lint, unit and the integration tests that need no outage
 check: stack-up
-	@scripts/k8s_tools.sh
-	@scripts/lint.sh
-	@.venv/bin/pytest -p no:cacheprovider -q -m "not outage" -n "$${HOOKSTREAM_TEST_WORKERS:-4}" --dist loadscope --no-loadscope-reorder tests/unit tests/integration
+	@scripts/check.sh
 
 # the three services as containers (podman here, the same compose file as Docker): builds
 # the stand-in base images once, the image, runs the demo and the egress checks through
