@@ -235,8 +235,8 @@ class KafkaLagSource:
         if handle is None:
             handle = self._offsets_of[group] = Consumer({
                 "bootstrap.servers": self.bootstrap, "group.id": group,
-                "client.id": "hookstream-lag-offsets", "logger": client_log, "enable.auto.commit": False,
-                "enable.auto.offset.store": False})
+                "client.id": "hookstream-lag-offsets", "logger": client_log,
+                "enable.auto.commit": False, "enable.auto.offset.store": False})
         return handle
 
     def sample(self) -> LagSnapshot:
