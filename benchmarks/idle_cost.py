@@ -7,7 +7,7 @@ processes (hookstream.dev.harness) with one endpoint at a local receiver, one wa
 delivery, a settle, then ``--window`` seconds of nothing measured from /proc, then
 ``--probes`` events each after ``--quiet`` seconds of nothing, commit → verified arrival.
 ``--repeat`` windows per run; medians reported. Settings can be passed as
-``--set NAME=VALUE`` (HOOKSTREAM_NAME) to compare configurations in one invocation:
+``--variant`` settings (their HOOKSTREAM_ names without the prefix) to compare in one run:
 ``--variant before --variant after:LAG_SAMPLE_INTERVAL_S=15`` alternates them.
 
     .venv/bin/python -m benchmarks.idle_cost --window 60 --repeat 3
