@@ -45,6 +45,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
     TIMESTAMP_NOT_AVAILABLE,
     Consumer,
     KafkaError,
@@ -299,16 +301,27 @@ class KafkaLagSource:
         return offsets
 
     def _watermarks(self, tps: Iterable[TP]) -> dict[TP, tuple[int, int]]:
-        """(log start, high watermark) of each partition, asked of its leader."""
-        out: dict[TP, tuple[int, int]] = {}
-        for t, p in tps:
-            marks = self._reader.get_watermark_offsets(
-                TopicPartition(t, p), timeout=self.timeout_s, cached=False)
-            if marks is None:  # no answer within the timeout
+        """(log start, high watermark) of each partition, asked of its leader: one
+        ListOffsets request per leader for all partitions at once (the "earliest" and
+        "latest" timestamps, -2 and -1), not one per partition — an idle pipeline's
+        broker spent most of its CPU answering three services' samplers one partition
+        at a time (benchmarks/idle_cost.py)."""
+        wanted = list(tps)
+        marks: list[dict[TP, int]] = []
+        for at in (OFFSET_BEGINNING, OFFSET_END):
+            found = self._reader.offsets_for_times(
+                [TopicPartition(t, p, at) for t, p in wanted], timeout=self.timeout_s)
+            got: dict[TP, int] = {}
+            for tp in found:
+                if tp.error is not None:
+                    raise KafkaException(tp.error)
+                got[(tp.topic, tp.partition)] = tp.offset
+            missing = [tp for tp in wanted if tp not in got]
+            if missing:
                 raise KafkaException(KafkaError(KafkaError._TIMED_OUT,
-                                                f"no watermarks for {t}/{p}"))
-            out[(t, p)] = marks
-        return out
+                                                f"no offsets for {missing[:3]}"))
+            marks.append(got)
+        return {tp: (marks[0][tp], marks[1][tp]) for tp in wanted}
 
     def _read_record_times(self, wanted: set[tuple[str, int, int]]) -> None:
         """Timestamp of the record at each (topic, partition, offset); misses are left out
