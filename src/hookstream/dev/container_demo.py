@@ -5,6 +5,8 @@ sample events, and print the summary ``make demo`` prints. Then check the egress
 isolation of seed 002 from both sides:
 
 * the API refuses an endpoint URL naming an internal service (the SSRF guard at the door);
+* a ``podman stop`` of the dispatcher with attempts in flight drains within the stop
+  timeout, and nothing of that work is lost once it is started again;
 * with the dispatcher's guard off (this demo's setting: its receivers are on private
   addresses), webhooks to the API, the relay, the fanout, Prometheus and Grafana still
   never connect — the compose networks give the dispatcher no route to them — while
@@ -29,7 +31,7 @@ import psycopg
 
 from hookstream.dev import demo_store
 from hookstream.dev.demo import deliver_and_report, register_endpoints
-from hookstream.dev.receiver import Receiver, ReceiverThread
+from hookstream.dev.receiver import Behaviour, Receiver, ReceiverThread
 from hookstream.endpoints import create_endpoint
 from hookstream.outbox import write_event
 
@@ -183,6 +185,56 @@ def prometheus_scrapes_every_service(prometheus: str, timeout_s: float = 90.0) -
             for j in JOBS if up.get(j) != "up"]
 
 
+DRAIN_TENANT = "drain-check"
+DRAIN_EVENTS = 20
+STOP_TIMEOUT_S = 40  # docker-compose.yml's stop_grace_period
+
+
+def stop_under_load_drains(db_url: str, receiver: Receiver, host: str, container: str,
+                           podman: list[str]) -> list[str]:
+    """``podman stop`` of the dispatcher with attempts in flight (a receiver answering in
+    2 s) must drain and exit 0 within the stop timeout; started again, it delivers every
+    one of those deliveries (the slow receiver fixed meanwhile): nothing lost."""
+    with psycopg.connect(db_url) as conn:
+        ep = create_endpoint(conn, tenant=DRAIN_TENANT, url=receiver.url("drain", host),
+                             event_types=["*"], allow_insecure=True, max_in_flight=4)
+        receiver.add("drain", ep.secret, Behaviour(delay_s=2.0))
+        with conn.transaction():
+            for i in range(DRAIN_EVENTS):
+                write_event(conn, tenant=DRAIN_TENANT, type="drain.check", payload={"i": i})
+    deadline = time.monotonic() + 60
+    while not receiver.in_flight.get("drain", 0) > 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if receiver.in_flight.get("drain", 0) == 0:
+        return ["no attempt in flight at the slow receiver within 60 s"]
+    started = time.monotonic()
+    subprocess.run([*podman, "stop", "-t", str(STOP_TIMEOUT_S), container], check=True,
+                   capture_output=True, timeout=STOP_TIMEOUT_S + 30)
+    took = time.monotonic() - started
+    code = subprocess.run([*podman, "inspect", container, "--format", "{{.State.ExitCode}}"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    print(f"   podman stop of the dispatcher with attempts in flight: exit {code} after "
+          f"{took:.1f} s")
+    problems = []
+    if code != "0" or took >= STOP_TIMEOUT_S:
+        problems.append(f"the dispatcher's stop under load: exit {code} after {took:.1f} s")
+    receiver.behaviour["drain"] = Behaviour()
+    subprocess.run([*podman, "start", container], check=True, capture_output=True,
+                   timeout=60)
+    deadline = time.monotonic() + 120
+    counts: dict[str, int] = {}
+    while time.monotonic() < deadline:
+        with psycopg.connect(db_url) as conn:
+            counts = demo_store.status_counts_of_tenant(conn, DRAIN_TENANT)
+        if counts.get("delivered", 0) == DRAIN_EVENTS:
+            break
+        time.sleep(0.5)
+    print(f"   after the restart: {counts} of {DRAIN_EVENTS}")
+    if counts.get("delivered", 0) != DRAIN_EVENTS:
+        problems.append(f"after the stop and restart, not all delivered: {counts}")
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m hookstream.dev.container_demo")
     p.add_argument("--database-url", required=True)
@@ -205,20 +257,25 @@ def main(argv: list[str] | None = None) -> int:
 
     receiver = Receiver()
     thread = ReceiverThread(receiver, host=args.receiver_host).start()
+    podman = args.podman.split()
     try:
         register_endpoints(args.database_url, receiver, args.receiver_host)
         print(f"== receiver on {args.receiver_host}:{receiver.port} (the host, on the "
               "dispatcher's egress network; signatures verified on every request)")
         ok = deliver_and_report(args.database_url, receiver, args.events)
+        print("\n== a stop under load")
+        drain_problems = stop_under_load_drains(
+            args.database_url, receiver, args.receiver_host, args.dispatcher_container,
+            podman)
     finally:
         thread.stop()
 
     print("\n== observability")
-    problems = prometheus_scrapes_every_service(args.prometheus)
+    problems = drain_problems + prometheus_scrapes_every_service(args.prometheus)
     print("\n== egress isolation (seed 002)")
     problems += guard_refuses_internal_urls(args.api, tenant_token(args.database_url))
     problems += webhooks_never_connect_inside(args.database_url)
-    problems += probe_from_dispatcher(args.dispatcher_container, args.podman.split())
+    problems += probe_from_dispatcher(args.dispatcher_container, podman)
     for problem in problems:
         print(f"FAILED: {problem}")
     print("observability and egress isolation: "

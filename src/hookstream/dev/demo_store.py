@@ -44,3 +44,8 @@ def finished_attempts_of_tenant(conn: psycopg.Connection[Any],
     """(url, status code, error class, outcome) of every finished attempt to ``tenant``."""
     return [(r[0], r[1], r[2], r[3])
             for r in conn.execute(Q["finished_attempts_of_tenant"], (tenant,))]
+
+
+def status_counts_of_tenant(conn: psycopg.Connection[Any], tenant: str) -> dict[str, int]:
+    """``tenant``'s deliveries by status."""
+    return {r[0]: r[1] for r in conn.execute(Q["status_counts_of_tenant"], (tenant,))}

@@ -22,3 +22,7 @@ JOIN deliveries d ON d.delivery_id = a.delivery_id
 JOIN endpoints e ON e.id = d.endpoint_id
 WHERE d.tenant = %s AND a.finished_at IS NOT NULL
 ORDER BY e.url, a.attempt_no
+
+-- name: status_counts_of_tenant
+-- The containers' drain check: one tenant's deliveries by status.
+SELECT status, count(*) FROM deliveries WHERE tenant = %s GROUP BY status
