@@ -36,12 +36,14 @@ from typing import Any
 from hookstream.dispatcher.attempt import AttemptResult
 from hookstream.dispatcher.boundary import Durable
 from hookstream.dispatcher.endpoint_state import EndpointState, EndpointTable, Eviction
+from hookstream.dispatcher.lost_work import requeued
 from hookstream.dispatcher.metrics import DispatcherMetrics
 from hookstream.dispatcher.offset_book import Item, OffsetBook
 
 from hookstream.core.topics import Topics
 from hookstream.io.kafka import Record
 from hookstream.policy.backlog import catch_up, compressed, drain_rate, kept, schedule
+from hookstream.policy.classify import Outcome
 from hookstream.policy.scheduler import FairScheduler
 
 # A task to defer: the item, its new due time (epoch s) and why (a metric label).
@@ -67,6 +69,7 @@ class Backlog:
         self._horizon_s = horizon_s
         self._rng = rng or random.Random()
         self._background: set[asyncio.Task[None]] = set()
+        self._refilling: set[uuid.UUID] = set()
 
     # -- what stays in memory ------------------------------------------------------------
     def overflow(self, ep: EndpointState, now: float) -> list[Deferral]:
@@ -101,6 +104,41 @@ class Backlog:
         eviction = self._endpoints.feedback(ep, result, now)
         if eviction is not None:
             self.evict(eviction)
+        elif result.decision.outcome is Outcome.DELIVERED:
+            self.refill(ep)
+
+    def refill(self, ep: EndpointState) -> None:
+        """An endpoint that just took a delivery and has nothing left in memory (this
+        attempt its last in flight) gets the next of its parked rows now, however far
+        ahead their slots were planned: a drain schedule is a ceiling, never a reason for
+        a healthy endpoint to idle while its own work waits (issue #47 — a fresh process
+        plans from no observations, an earlier one at a pace the endpoint has left).
+        One refill at a time per endpoint; none once a refill found nothing, until this
+        process parks for it again."""
+        key = ep.row.id
+        if (not ep.parked_maybe or key in self._refilling or ep.probing
+                or self._sched.queued_for(key) or self._sched.in_flight_for(key) > 1):
+            return
+        self._refilling.add(key)
+        self.spawn(self._refill(ep))
+
+    async def _refill(self, ep: EndpointState) -> None:
+        row = ep.row
+        try:
+            rate = drain_rate(row.rate_per_s, row.max_in_flight, ep.latency_s)
+            rows = await self._durable.release_parked(
+                row.id, kept(row.max_in_flight, rate, self._horizon_s, ep.latency_s))
+            if not rows:
+                ep.parked_maybe = False
+                return
+            # Not acknowledged (shutdown): the rows are due now with no task, so the
+            # sweeper hands them back after its bound — a delay, never a loss.
+            await self._durable.publish(requeued(self._topics.deliveries, rows,
+                                                 datetime.now(UTC), swept=True,
+                                                 origin=b"refill"))
+            self._metrics.refilled.inc(len(rows))
+        finally:
+            self._refilling.discard(row.id)
 
     def trim(self, ep: EndpointState, now: float) -> None:
         """What it was given before its latency was known (or before it slowed down)
@@ -122,7 +160,7 @@ class Backlog:
         ep.defer_cursor = compressed(ep.defer_cursor, now, factor)
         ep.planned_rate = rate
         self._metrics.caught_up.inc()
-        self._spawn(self._pull_forward(row.id, now, factor))
+        self.spawn(self._pull_forward(row.id, now, factor))
 
     async def _pull_forward(self, endpoint_id: uuid.UUID, now: float, factor: float) -> None:
         await self._durable.pull_forward(endpoint_id, now, factor)
@@ -151,10 +189,33 @@ class Backlog:
         tasks = [dataclasses.replace(item.task, due_at=datetime.fromtimestamp(due, UTC))
                  for item, due, _ in parked]
         # Durable once the rows say so: only then may the originals' offsets go.
-        await self._durable.park(tasks)
+        written = await self._durable.park(tasks)
+        for task in tasks:
+            if (ep := self._endpoints.get(task.endpoint_id)) is not None:
+                ep.parked_maybe = True
         for _, _, reason in parked:
             self._metrics.deferred.labels(reason).inc()
-        self._book.complete_all([item for item, _, _ in parked])
+        missed = [item for item, _, _ in parked if item.task.delivery_id not in written]
+        self._book.complete_all([item for item, _, _ in parked
+                                 if item.task.delivery_id in written])
+        if missed:
+            await self.not_taken(missed)
+
+    async def not_taken(self, items: list[Item]) -> None:
+        """Tasks whose row took nothing from them (no claim, no parking): stale ones (a
+        duplicate, a lease taken over) are dropped; an *early* one — its row still in
+        flight at the task's own lease version, the attempt it follows not yet recorded —
+        comes back through the smallest delay tier, by when the row is written. Dropped,
+        its row would wait pending with no task for the sweeper's bound (issue #47)."""
+        early = await self._durable.early([item.task for item in items])
+        if early:
+            back = time.time() + self._topics.tiers.delays_s[0]
+            await self._to_tiers([(item, back, "early") for item in items
+                                  if item.task.delivery_id in early])
+        stale = [item for item in items if item.task.delivery_id not in early]
+        for _ in stale:
+            self._metrics.stale.inc()
+        self._book.complete_all(stale)
 
     async def _to_tiers(self, deferred: list[Deferral]) -> None:
         now = time.time()
@@ -173,9 +234,9 @@ class Backlog:
 
     def _spawn_defer(self, deferred: list[Deferral]) -> None:
         if deferred:
-            self._spawn(self.defer(deferred))
+            self.spawn(self.defer(deferred))
 
-    def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         job = asyncio.get_running_loop().create_task(coro)
         self._background.add(job)  # a task nobody references may be collected
         job.add_done_callback(self._background.discard)

@@ -117,11 +117,18 @@ class Durable:
         """Raises DataRejected (not retried): the writer isolates the row refused."""
         return await self._retried(self._store.record, records, circuits, disable)
 
-    async def park(self, tasks: list[DeliveryTask]) -> None:
-        await self._retried(self._store.park, tasks)
+    async def park(self, tasks: list[DeliveryTask]) -> set[uuid.UUID]:
+        return await self._retried(self._store.park, tasks)
 
-    async def postpone(self, tasks: list[DeliveryTask]) -> None:
-        await self._retried(self._store.postpone, tasks)
+    async def postpone(self, tasks: list[DeliveryTask]) -> set[uuid.UUID]:
+        return await self._retried(self._store.postpone, tasks)
+
+    async def release_parked(self, endpoint_id: uuid.UUID, limit: int
+                             ) -> list[dict[str, Any]]:
+        return await self._retried(self._store.release_parked, endpoint_id, limit)
+
+    async def early(self, tasks: list[DeliveryTask]) -> set[uuid.UUID]:
+        return await self._retried(self._store.early, tasks)
 
     async def pull_forward(self, endpoint_id: uuid.UUID, now_s: float, factor: float) -> int:
         return await self._retried(self._store.pull_forward, endpoint_id, now_s, factor)

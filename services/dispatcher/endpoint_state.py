@@ -71,6 +71,10 @@ class EndpointState:
     # faster endpoint's parked backlog is pulled forward (backlog.catch_up).
     planned_rate: float = 0.0
     latency_s: float = 0.0  # moving average of its attempts: it drains at cap ÷ latency
+    # Whether rows of this endpoint may be parked in PostgreSQL: unknown (True) until a
+    # refill found none, since an earlier process or a rebalanced member may have parked
+    # some; True again whenever this process parks one (backlog.refill).
+    parked_maybe: bool = True
     deferred: int = 0  # since the last refresh, for the no-progress check
     served: int = 0
 

@@ -35,7 +35,7 @@ REAP_BATCH = 500
 
 
 def requeued(topic: str, rows: Sequence[Mapping[str, Any]], now: datetime, *,
-             swept: bool) -> list[Record]:
+             swept: bool, origin: bytes | None = None) -> list[Record]:
     """A task, due now, for each delivery row (reaped or swept)."""
     records = []
     for r in rows:
@@ -50,7 +50,7 @@ def requeued(topic: str, rows: Sequence[Mapping[str, Any]], now: datetime, *,
         # Provenance for whoever reads the topic (an operator, the fault tests): a task
         # the reaper or the sweeper re-queued is not one a decision of the pipeline made.
         records.append(Record(topic, task.key, task.encode(), headers=[
-            ("hookstream-origin", b"sweeper" if swept else b"reaper")]))
+            ("hookstream-origin", origin or (b"sweeper" if swept else b"reaper"))]))
     return records
 
 

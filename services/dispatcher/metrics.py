@@ -11,7 +11,7 @@ from hookstream.policy.classify import ErrorClass, Outcome
 
 WORST_N = 10  # endpoints with a per-endpoint in-flight series (bounded cardinality)
 DROP_REASONS = ("endpoint_gone", "paused", "disabled")
-DEFER_REASONS = ("not_due", "circuit", "backlog")
+DEFER_REASONS = ("not_due", "circuit", "backlog", "early")
 SWEEP_REASONS = ("lost", "released", "parked")  # see sweeper.sql
 ERROR_KINDS = ("kafka", "kafka_produce", "database", "reaper", "sweeper", "unstorable_outcome")
 CIRCUIT_TO = ("open", "closed", "disabled")
@@ -80,13 +80,18 @@ class DispatcherMetrics:
             ["reason"], registry=registry)
         self.deferred = Counter(
             "hookstream_dispatcher_deferred_total",
-            "Tasks deferred instead of held: to a delay tier (not_due) or parked in"
-            " PostgreSQL (backlog, circuit)",
+            "Tasks deferred instead of held: to a delay tier (not_due; early: the task"
+            " arrived before its attempt's outcome was written) or parked in PostgreSQL"
+            " (backlog, circuit)",
             ["reason"], registry=registry)
         self.caught_up = Counter(
             "hookstream_dispatcher_backlog_caught_up_total",
             "Times an endpoint that sped up had its parked backlog pulled forward to its"
             " new pace", registry=registry)
+        self.refilled = Counter(
+            "hookstream_dispatcher_backlog_refilled_total",
+            "Parked deliveries handed back early because their endpoint had run out of"
+            " work (its drain schedule was slower than the endpoint)", registry=registry)
         self.throttled = Counter(
             "hookstream_dispatcher_throttled_total",
             "429/503 answers that lowered an endpoint's rate", registry=registry)

@@ -84,12 +84,12 @@ class Pump:
         self._metrics.stage_claim.observe(claimed_m - sent_m)
         by_id = {c.delivery_id: c for c in claims}
         now = datetime.now(UTC)
+        not_taken = []
         for key, item in picked:
             claim = by_id.pop(item.task.delivery_id, None)
             if claim is None:
-                self._metrics.stale.inc()
                 self._sched.release(key, time.monotonic())
-                self._book.complete(item)
+                not_taken.append(item)
                 continue
             first = item.task.kind is TaskKind.NEW and claim.attempt_no == 1
             if first:
@@ -100,6 +100,9 @@ class Pump:
                                                     claimed_m if first else None))
             self.attempts.add(job)
             job.add_done_callback(self.attempts.discard)
+        if not_taken:
+            # stale (dropped) or early (back in a second): not on the hot path
+            self._backlog.spawn(self._backlog.not_taken(not_taken))
 
     async def _attempt(self, session: aiohttp.ClientSession, claim: Claim, item: Item,
                        claimed_m: float | None = None) -> None:

@@ -226,11 +226,25 @@ class Store:
             return await cur.fetchall()
 
     @translated
-    async def park(self, tasks: list[DeliveryTask]) -> None:
+    async def release_parked(self, endpoint_id: uuid.UUID, limit: int
+                             ) -> list[dict[str, Any]]:
+        """The next ``limit`` parked rows of an endpoint, handed back now (sweeper.sql's
+        release_parked): the caller produces their tasks."""
+        conn: AsyncConnection[Any]
+        async with self.pool.connection() as conn, conn.transaction():
+            await conn.execute("SET LOCAL enable_sort = off")  # deliveries_due's order only
+            cur = conn.cursor(row_factory=dict_row)
+            await cur.execute(SWEEP["release_parked"], {"endpoint": endpoint_id,
+                                                        "limit": limit})
+            return await cur.fetchall()
+
+    @translated
+    async def park(self, tasks: list[DeliveryTask]) -> set[uuid.UUID]:
         """Parked in PostgreSQL, each due at its slot, with no task anywhere: the sweeper
         hands them back when the slot comes (see 0008_parked.sql). Once this returns the
-        originals' offsets may advance."""
-        await self._write_due(SWEEP["park"], tasks)
+        originals' offsets may advance. Returns the deliveries parked (a task whose row
+        is not pending at its lease version parks nothing: stale, or ``early``)."""
+        return await self._write_due(SWEEP["park"], tasks)
 
     @translated
     async def pull_forward(self, endpoint_id: uuid.UUID, now_s: float, factor: float) -> int:
@@ -243,18 +257,33 @@ class Store:
             return cur.rowcount
 
     @translated
-    async def postpone(self, tasks: list[DeliveryTask]) -> None:
-        """Deferred tasks' due times written to their rows (the sweeper's reference)."""
-        await self._write_due(SWEEP["postpone"], tasks)
+    async def postpone(self, tasks: list[DeliveryTask]) -> set[uuid.UUID]:
+        """Deferred tasks' due times written to their rows (the sweeper's reference).
+        Returns the deliveries written."""
+        return await self._write_due(SWEEP["postpone"], tasks)
 
-    async def _write_due(self, query: str, tasks: list[DeliveryTask]) -> None:
+    @translated
+    async def early(self, tasks: list[DeliveryTask]) -> set[uuid.UUID]:
+        """Of tasks that claimed or parked nothing, those whose row is still in flight at
+        the task's own lease version: made after their attempt's claim and arrived before
+        its outcome was written (dispatcher.sql says why). The rest are stale."""
+        tasks = [t for t in tasks if t.lease_version > 0]  # a first attempt is never early
+        return await self._by_key(Q["early"], tasks) if tasks else set()
+
+    async def _write_due(self, query: str, tasks: list[DeliveryTask]) -> set[uuid.UUID]:
         """Each task's due time onto its row (same delivery, same lease version, pending)."""
-        if not tasks:
-            return
+        return await self._by_key(query, tasks, due=True) if tasks else set()
+
+    async def _by_key(self, query: str, tasks: list[DeliveryTask],
+                      due: bool = False) -> set[uuid.UUID]:
+        params: dict[str, Any] = {
+            "ids": [t.delivery_id for t in tasks],
+            "committed_at": [t.committed_at for t in tasks],
+            "versions": [t.lease_version for t in tasks]}
+        if due:
+            params["due"] = [t.due_at.timestamp() for t in tasks]
         conn: AsyncConnection[Any]
         async with self.pool.connection() as conn:
-            await conn.execute(query, {
-                "ids": [t.delivery_id for t in tasks],
-                "committed_at": [t.committed_at for t in tasks],
-                "versions": [t.lease_version for t in tasks],
-                "due": [t.due_at.timestamp() for t in tasks]})
+            cur = conn.cursor(row_factory=tuple_row)
+            await cur.execute(query, params)
+            return {row[0] for row in await cur.fetchall()}

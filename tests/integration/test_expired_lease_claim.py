@@ -186,3 +186,37 @@ async def test_a_task_with_another_commit_time_claims_nothing(db_url: str) -> No
         assert [c.attempt_no for c in await store.claim([task])] == [1]
     finally:
         await store.close()
+
+
+async def test_a_task_made_after_a_claim_is_early_while_its_row_is_in_flight(
+        db_url: str) -> None:
+    # Issue #47: a retry published before its outcome row is written, or a reaped lease's
+    # task produced before its row is released, meets a row still in flight at the
+    # task's own lease version. It claims nothing and parks nothing; ``early`` tells it
+    # from a stale task (whose row a later claim moved on), which is dropped.
+    task = _delivery(db_url)
+    store = Store(db_url, lease_s=30, keyring=development_keyring())
+    await store.open()
+    try:
+        assert await store.early([task]) == set()  # a first attempt is never early
+        [first] = await store.claim([task])
+        after = DeliveryTask(
+            delivery_id=task.delivery_id, event_id=task.event_id,
+            endpoint_id=task.endpoint_id, tenant="acme", kind=TaskKind.RETRY,
+            due_at=datetime.now(UTC) + timedelta(seconds=30), committed_at=task.committed_at,
+            lease_version=first.lease_version)
+        assert await store.claim([after]) == []  # the attempt's lease is live
+        assert await store.park([after]) == set()  # nor can it be parked
+        assert await store.postpone([after]) == set()
+        assert await store.early([after]) == {task.delivery_id}
+        # its first attempt's task, redelivered: stale (version 0, the row is at 1)
+        assert await store.early([task]) == set()
+        with psycopg.connect(db_url) as conn:  # the outcome is written: pending again
+            conn.execute("UPDATE deliveries SET status = 'pending', lease_expires_at = NULL"
+                         " WHERE delivery_id = %s", (task.delivery_id,))
+        assert await store.early([after]) == set()
+        assert await store.park([after]) == {task.delivery_id}
+        assert query(db_url, "SELECT parked FROM deliveries WHERE delivery_id = %s",
+                     (task.delivery_id,)) == [(True,)]
+    finally:
+        await store.close()

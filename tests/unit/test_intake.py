@@ -5,12 +5,14 @@ the scheduler, the book and the endpoint table are the real (pure) ones."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import random
 import time
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from hookstream.dispatcher.backlog import REOPEN_SPREAD_S, Backlog
@@ -19,7 +21,7 @@ from hookstream.dispatcher.endpoint_state import EndpointState, Eviction
 from hookstream.dispatcher.intake import Intake
 from hookstream.dispatcher.store import EndpointRow
 
-from hookstream.core.codec import DeliveryTask
+from hookstream.core.codec import DeliveryTask, TaskKind
 from hookstream.core.topics import Topics
 from hookstream.io.kafka import Record
 from hookstream.policy.circuit import CircuitState
@@ -35,15 +37,40 @@ class FakeStore:
         self.postponed: list[DeliveryTask] = []
         self.parked: list[DeliveryTask] = []
         self.pulled: list[tuple[uuid.UUID, float, float]] = []
+        # Rows in flight, by delivery: the lease version the row is at (a claim moved it).
+        self.in_flight: dict[uuid.UUID, int] = {}
+        self.released: list[tuple[uuid.UUID, int]] = []
 
     async def load_endpoints(self, ids: list[uuid.UUID]) -> list[EndpointRow]:
         return [self.rows[i] for i in ids if i in self.rows]
 
-    async def postpone(self, tasks: list[DeliveryTask]) -> None:
-        self.postponed.extend(tasks)
+    def _pending(self, tasks: list[DeliveryTask]) -> list[DeliveryTask]:
+        return [t for t in tasks if t.delivery_id not in self.in_flight]
 
-    async def park(self, tasks: list[DeliveryTask]) -> None:
-        self.parked.extend(tasks)
+    async def postpone(self, tasks: list[DeliveryTask]) -> set[uuid.UUID]:
+        self.postponed.extend(self._pending(tasks))
+        return {t.delivery_id for t in self._pending(tasks)}
+
+    async def park(self, tasks: list[DeliveryTask]) -> set[uuid.UUID]:
+        self.parked.extend(self._pending(tasks))
+        return {t.delivery_id for t in self._pending(tasks)}
+
+    async def release_parked(self, endpoint_id: uuid.UUID, limit: int
+                             ) -> list[dict[str, Any]]:
+        """The next ``limit`` parked tasks of the endpoint, in slot order, as rows."""
+        mine = sorted((t for t in self.parked if t.endpoint_id == endpoint_id),
+                      key=lambda t: t.due_at)[:limit]
+        self.released.append((endpoint_id, limit))
+        for t in mine:
+            self.parked.remove(t)
+        return [{"delivery_id": t.delivery_id, "event_id": t.event_id,
+                 "endpoint_id": t.endpoint_id, "tenant": t.tenant,
+                 "lease_version": t.lease_version, "attempts": 0,
+                 "committed_at": t.committed_at} for t in mine]
+
+    async def early(self, tasks: list[DeliveryTask]) -> set[uuid.UUID]:
+        return {t.delivery_id for t in tasks
+                if t.lease_version > 0 and self.in_flight.get(t.delivery_id) == t.lease_version}
 
     async def pull_forward(self, endpoint_id: uuid.UUID, now_s: float, factor: float) -> int:
         self.pulled.append((endpoint_id, now_s, factor))
@@ -207,6 +234,33 @@ async def test_an_open_circuit_defers_until_the_pause_ends_spread_over_a_few_sec
     assert len(dues) == 20 and rig.sched.queued == 0
     assert all(now + 60 <= d <= now + 60 + REOPEN_SPREAD_S for d in dues)
     assert rig.committable() == 20
+
+
+async def test_a_task_that_arrives_before_its_attempt_is_recorded_comes_back_not_dropped(
+        ) -> None:
+    # Issue #47: a reaped lease's task (produced before its row is released) or a retry
+    # (published before its outcome row is written) can reach an endpoint whose circuit is
+    # open while the row is still in flight at the task's lease version. Parking it then
+    # writes nothing; dropping it left the row pending with no task for the sweeper's
+    # bound. It goes back through the smallest tier instead, its offset completing only
+    # once that copy is acknowledged; a stale task (its row claimed again since) is
+    # dropped as before.
+    now = datetime.now(UTC).timestamp()
+    r = row(circuit=CircuitState(consecutive_failures=5, first_failure_at=now - 10,
+                                 paused_until=now + 60))
+    rig = Rig(r)
+    early = dataclasses.replace(task(r.id, kind=TaskKind.RETRY), lease_version=3)
+    stale = dataclasses.replace(task(r.id, kind=TaskKind.RETRY), lease_version=3)
+    rig.store.in_flight = {early.delivery_id: 3, stale.delivery_id: 4}
+    rig.broker.ack = False
+    await rig.ingest([early, stale])
+    assert rig.store.parked == [] and rig.committable() == 0  # the early one waits
+    rig.broker.ack = True
+    await rig.ingest([early])  # redelivered (no commit), the row still in flight: acknowledged
+    (back,) = rig.broker.tasks("t.delay.1s")
+    assert back.delivery_id == early.delivery_id and back.lease_version == 3
+    assert 0 < back.due_at.timestamp() - now <= 2
+    assert rig.metrics.deferred.labels("early")._value.get() >= 1
 
 
 async def test_after_a_pause_only_a_probe_goes_through() -> None:
@@ -376,6 +430,49 @@ async def test_after_an_attempt_an_answer_that_opens_the_circuit_parks_the_queue
                                   for d in dues)
     assert rig.sample("hookstream_dispatcher_deferred_total", reason="circuit") == 4
     assert rig.committable() == 4
+
+
+async def test_an_endpoint_that_runs_out_of_work_gets_its_parked_rows_now() -> None:
+    # Issue #47: a drain schedule is a plan from what one process observed; an endpoint
+    # that answers and has nothing left in memory must not idle while rows of its own
+    # wait for slots planned at a slower pace (a fresh process, an earlier incarnation).
+    r = row(rate=10.0, cap=2)  # keeps what drains in 5 s: 50
+    rig = Rig(r)
+    slow_plan = [task(r.id, due_in_s=60.0 + k) for k in range(120)]
+    rig.store.parked.extend(slow_plan)  # parked by an earlier process, one a second
+    await rig.ingest([task(r.id)])
+    assert len(rig.sched.take(rig.clock.now, 10)) == 1
+    now = datetime.now(UTC).timestamp()
+    rig.backlog.after_attempt(r.id, result(200, now=now), now)  # its last in flight
+    await rig.background_done()
+    assert rig.store.released == [(r.id, 49)]  # what it drains in the horizon less 20 ms
+    back = rig.broker.tasks("t.deliveries")
+    assert [t.delivery_id for t in back] == [t.delivery_id for t in slow_plan[:49]]
+    assert all(t.due_at.timestamp() <= time.time() for t in back)
+    assert {h for rec in rig.broker.records for h in rec.headers} == {
+        ("hookstream-origin", b"refill")}
+    assert rig.sample("hookstream_dispatcher_backlog_refilled_total") == 49
+
+
+async def test_no_refill_while_work_remains_and_none_once_nothing_is_parked() -> None:
+    r = row(rate=10.0, cap=2)
+    rig = Rig(r)
+    await rig.ingest([task(r.id) for _ in range(3)])
+    taken = rig.sched.take(rig.clock.now, 10)
+    assert len(taken) == 2
+    now = datetime.now(UTC).timestamp()
+    rig.backlog.after_attempt(r.id, result(200, now=now), now)  # one queued, one in flight
+    rig.backlog.after_attempt(r.id, result(500, now=now), now)  # a failure: no refill
+    await rig.background_done()
+    assert rig.store.released == []
+    rig.sched.release(r.id, rig.clock.now)
+    rig.sched.release(r.id, rig.clock.now)
+    rig.sched.take(rig.clock.now, 10)
+    for _ in range(3):  # nothing parked: one look, then none until it parks again
+        rig.backlog.after_attempt(r.id, result(200, now=now), now)
+        await rig.background_done()
+    assert [e for e, _ in rig.store.released] == [r.id]
+    assert not rig.state(r.id).parked_maybe
 
 
 async def test_after_an_attempt_of_a_forgotten_endpoint_nothing_happens() -> None:

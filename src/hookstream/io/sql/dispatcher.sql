@@ -279,3 +279,22 @@ WHERE a.delivery_id = r.delivery_id AND a.attempt_no = r.attempts
   AND a.committed_at = r.committed_at AND a.outcome = 'in_flight'
   AND a.committed_at >= hookstream_days_from(%(committed_at)s::timestamptz[])
   AND a.committed_at < hookstream_days_until(%(committed_at)s::timestamptz[])
+
+-- name: early
+-- Tasks that met their row before the attempt they follow was recorded: the row is still
+-- in flight at the lease version the task carries. Only a claim moves that version, so
+-- such a task was made *after* the claim — a retry published before its outcome row is
+-- written (outcomes.py), a reaped lease's task produced before the row is released — and
+-- is early, not stale: it must come back once the row is written, never be dropped (its
+-- row would then wait, pending with no task, for the sweeper's bound).
+SELECT d.delivery_id
+FROM deliveries d
+JOIN unnest(%(ids)b::uuid[], %(committed_at)b::timestamptz[], %(versions)b::int[])
+    AS x(id, committed_at, version)
+    ON d.delivery_id = x.id AND d.committed_at = x.committed_at
+WHERE d.delivery_id = ANY(%(ids)b::uuid[])
+  -- by primary key in the batch's days (claim says why)
+  AND d.committed_at >= hookstream_days_from(%(committed_at)b::timestamptz[])
+  AND d.committed_at < hookstream_days_until(%(committed_at)b::timestamptz[])
+  AND d.lease_version = x.version
+  AND CASE d.status WHEN 'in_flight' THEN true ELSE false END

@@ -62,6 +62,7 @@ WHERE d.delivery_id = x.id AND d.committed_at = x.committed_at AND d.lease_versi
   AND d.committed_at >= hookstream_days_from(%(committed_at)b::timestamptz[])
   AND d.committed_at < hookstream_days_until(%(committed_at)b::timestamptz[])
   AND CASE d.status WHEN 'pending' THEN true ELSE false END
+RETURNING d.delivery_id
 
 -- name: park
 -- A slow endpoint's excess backlog: the rows wait in PostgreSQL, due at their slot of the
@@ -76,6 +77,7 @@ WHERE d.delivery_id = x.id AND d.committed_at = x.committed_at AND d.lease_versi
   AND d.committed_at >= hookstream_days_from(%(committed_at)b::timestamptz[])
   AND d.committed_at < hookstream_days_until(%(committed_at)b::timestamptz[])
   AND CASE d.status WHEN 'pending' THEN true ELSE false END
+RETURNING d.delivery_id
 
 -- name: pull_forward
 -- An endpoint that now drains faster than when its backlog was parked: the remaining
@@ -87,3 +89,29 @@ SET next_attempt_at = to_timestamp(%(now)s)
                       + (next_attempt_at - to_timestamp(%(now)s)) * %(factor)s::float8
 WHERE endpoint_id = %(endpoint)s AND next_attempt_at > to_timestamp(%(now)s)
   AND parked AND status = 'pending'
+
+-- name: release_parked
+-- An endpoint that answered and has nothing left to send while rows of its own wait
+-- parked for later slots: the next of them, in slot order, are handed back now and
+-- marked as the sweep marks them (due now, no longer parked); the caller produces their
+-- tasks. A drain schedule is a plan made from what one process had observed (a fresh
+-- process knows no latency, an earlier one planned at a pace the endpoint has left):
+-- this makes it a ceiling, never a reason to idle (issue #47). One index range
+-- (deliveries_due) of one endpoint; run with enable_sort off, as the sweep.
+WITH picked AS (
+    SELECT x.delivery_id, x.committed_at
+    FROM deliveries x
+    WHERE x.endpoint_id = %(endpoint)s AND x.status = 'pending' AND x.parked
+    ORDER BY x.next_attempt_at
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE deliveries d
+SET next_attempt_at = now(), parked = false
+FROM picked
+WHERE d.delivery_id = picked.delivery_id AND d.committed_at = picked.committed_at
+  -- as in the sweep: the picked keys as arrays too, so the update probes by primary key
+  AND d.delivery_id = ANY(ARRAY(SELECT delivery_id FROM picked))
+  AND d.committed_at = ANY(ARRAY(SELECT committed_at FROM picked))
+RETURNING d.delivery_id, d.event_id, d.endpoint_id, d.tenant, d.lease_version, d.attempts,
+          d.committed_at
