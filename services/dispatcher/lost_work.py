@@ -32,6 +32,18 @@ from hookstream.io.pg import DatabaseUnavailable
 
 log = logging.getLogger("hookstream.dispatcher")
 REAP_BATCH = 500
+# The most the sweeper waits, beyond its bound, for tasks still unread in Kafka (or for
+# a consumer lag it cannot read): a safety net that holds back forever is none.
+HOLD_CAP_S = 3600.0
+
+
+def lost_after_s(sweep_after_s: float, waiting_s: float | None) -> float:
+    """How overdue a pending row must be before its task counts as lost: the bound, plus
+    the age of the oldest task the dispatcher group has not read yet (a row overdue by
+    less may have its task in that backlog — a stopped dispatcher's partitions, a delay
+    forwarder behind — and sweeping it would duplicate the task and raise a false
+    HookstreamTasksLost; issue #47). Unknown: the cap."""
+    return sweep_after_s + (HOLD_CAP_S if waiting_s is None else min(waiting_s, HOLD_CAP_S))
 
 
 def requeued(topic: str, rows: Sequence[Mapping[str, Any]], now: datetime, *,
@@ -59,10 +71,12 @@ class LostWork:
                  metrics: DispatcherMetrics, publish: Callable[[list[Record]], Awaitable[bool]],
                  fail: Callable[[str, BaseException], None],
                  writer_stuck_for: Callable[[float], float],
-                 has_room: Callable[[], bool] = lambda: True):
+                 has_room: Callable[[], bool] = lambda: True,
+                 tasks_waiting_s: Callable[[], float | None] = lambda: 0.0):
         self._store, self._s, self._topic, self._metrics = store, settings, topic, metrics
         self._publish, self._fail, self._writer_stuck_for = publish, fail, writer_stuck_for
         self._has_room = has_room
+        self._tasks_waiting_s = tasks_waiting_s
 
     async def reap_forever(self) -> None:
         while True:
@@ -107,7 +121,8 @@ class LostWork:
                 await asyncio.sleep(s.sweep_interval_s)
             more = False
             try:
-                rows = await self._store.sweep(s.sweep_after_s, per_endpoint, s.sweep_batch)
+                after_s = lost_after_s(s.sweep_after_s, self._tasks_waiting_s())
+                rows = await self._store.sweep(after_s, per_endpoint, s.sweep_batch)
             except DatabaseUnavailable as exc:
                 self._fail("sweeper", exc)
                 continue

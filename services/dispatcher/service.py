@@ -33,6 +33,7 @@ import random
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 import aiohttp
 from hookstream.dispatcher.backlog import Backlog
@@ -54,6 +55,8 @@ from hookstream.core.settings import DispatcherSettings
 from hookstream.core.topics import Topics
 from hookstream.io.kafka import KafkaPermanent, KafkaTransient, Publisher
 from hookstream.io.safe_resolver import SafeResolver
+from hookstream.ops.lag import LagSnapshot, oldest_waiting_s
+from hookstream.ops.sampling import Sample
 from hookstream.policy.backoff import BackoffPolicy
 from hookstream.policy.circuit import CircuitPolicy
 from hookstream.policy.scheduler import FairScheduler, Limits
@@ -80,6 +83,12 @@ class Dispatcher:
              *(t.rsplit(".", 1)[-1] for t in self.topics.tiers.topics)])
         self.registry = registry
         self.stop = threading.Event()
+        # What the sweeper waits for: the group's unread tasks (its deliveries partitions,
+        # its delay forwarder's tiers past their hold), from the lag sampler's snapshots.
+        self._lag: Callable[[], Sample[LagSnapshot] | None] = lambda: None
+        self._waits = {(s.group_id, self.topics.deliveries): 0.0, **{
+            (f"{s.group_id}-delay", topic): hold for topic, hold in zip(
+                self.topics.tiers.topics, self.topics.tiers.delays_s, strict=True)}}
         self.health = Health(self.metrics)
         backoff = BackoffPolicy(
             base_s=s.retry_base_s, cap_s=max(s.retry_cap_s, s.retry_base_s),
@@ -151,6 +160,20 @@ class Dispatcher:
         with asyncio.Runner(loop_factory=factory) as runner:
             runner.run(self._main())
 
+    # -- what the sweeper must wait for (lost_work.lost_after_s) ---------------------------
+    def watch_lag(self, latest: Callable[[], Sample[LagSnapshot] | None]) -> None:
+        """The consumer-lag sampler this process runs anyway (runner.WatchesLag)."""
+        self._lag = latest
+
+    def tasks_waiting_s(self) -> float | None:
+        """Age of the oldest task this group has not read yet (in the deliveries topic, or
+        past its hold in a delay tier); None when unknown or the sample is stale."""
+        sample = self._lag()
+        now = time.time()
+        if sample is None or now - sample.taken_at > 3 * self.settings.lag_sample_interval_s:
+            return None
+        return oldest_waiting_s(sample.value, self._waits, now)
+
     async def _main(self) -> None:
         s = self.settings
         store = self._store
@@ -165,7 +188,8 @@ class Dispatcher:
                         # Back to back sweeps only while this process's scheduler is
                         # less than half full: a saturated dispatcher would park again
                         # what it was handed back (work, not progress).
-                        has_room=lambda: self.sched.queued < s.max_queued // 2)
+                        has_room=lambda: self.sched.queued < s.max_queued // 2,
+                        tasks_waiting_s=self.tasks_waiting_s)
         connector = aiohttp.TCPConnector(
             limit=s.max_in_flight, limit_per_host=0, ttl_dns_cache=10,
             resolver=SafeResolver(allow_private=s.allow_private_targets))

@@ -238,6 +238,44 @@ def test_an_overdue_delivery_is_a_gap_even_while_its_endpoint_is_busy(
     assert gaps["pending_stalled"] == (1, [f"{d} (endpoint {endpoint})"])
 
 
+def _park(conn: Conn, d: str) -> str:
+    (endpoint,) = conn.execute(
+        "UPDATE deliveries SET status = 'pending', parked = true, next_attempt_at = now()"
+        " + interval '10 minutes' WHERE delivery_id = %s RETURNING endpoint_id",
+        (d,)).fetchone()  # type: ignore[misc]
+    return str(endpoint)
+
+
+def test_work_parked_for_an_endpoint_that_takes_none_is_a_gap(
+        db_url: str, history: History) -> None:
+    # Issue #47: a restarted dispatcher parked healthy endpoints' backlogs minutes ahead
+    # and they got no request for 110 s; reconcile said "no gaps" because the parked rows
+    # were not yet due. Work held for later while its endpoint takes nothing (nothing in
+    # flight, no attempt within --stall-s) is a gap, endpoint named.
+    d = next(d for (_, name), d in history.deliveries.items() if name == "globex-all")
+    with psycopg.connect(db_url) as conn:
+        endpoint = _park(conn, d)
+    assert run(db_url) == {"held_while_idle": (1, [f"{d} (endpoint {endpoint})"])}
+
+
+def test_work_parked_for_an_endpoint_that_is_serving_is_not_a_gap(
+        db_url: str, history: History) -> None:
+    # A slow customer's backlog parked at its drain pace while it works through it.
+    mine = [d for (_, name), d in history.deliveries.items() if name == "globex-all"]
+    with psycopg.connect(db_url) as conn:
+        _park(conn, mine[0])
+        conn.execute("UPDATE deliveries SET status = 'in_flight', lease_expires_at = now()"
+                     " + interval '1 minute' WHERE delivery_id = %s", (mine[1],))
+    assert run(db_url) == {}
+    with psycopg.connect(db_url) as conn:  # its attempt ended a moment ago
+        conn.execute("UPDATE deliveries SET status = 'pending', lease_expires_at = NULL,"
+                     " next_attempt_at = now() + interval '1 minute' WHERE delivery_id = %s",
+                     (mine[1],))
+        conn.execute("UPDATE attempts SET started_at = now() - interval '10 seconds'"
+                     " WHERE delivery_id = %s", (mine[1],))
+    assert run(db_url) == {}
+
+
 def test_the_command_exits_non_zero_on_a_gap(db_url: str, history: History) -> None:
     cmd = [sys.executable, "-m", "hookstream.cli", "reconcile", "--since", "now-2h",
            "--until", "now", "--grace-s", "60", "--json"]

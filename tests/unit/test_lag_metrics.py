@@ -18,6 +18,7 @@ from hookstream.ops.lag import (
     interpolate_append_time,
     lag_families,
     lag_of,
+    oldest_waiting_s,
 )
 from hookstream.ops.sampling import BackgroundSampler, SampledCollector, SamplerHealth
 
@@ -198,3 +199,43 @@ def test_delivery_families_label_only_the_endpoints_they_are_given() -> None:
     overdue = {s.labels["over_seconds"]: s.value
                for s in fams["hookstream_endpoints_overdue"].samples}
     assert overdue == {"10": 2, "60": 0, "600": 0}
+
+
+WAITS = {("d", "deliveries"): 0.0, ("d-delay", "tier-60"): 60.0}
+
+
+def test_oldest_waiting_task_counts_the_deliveries_backlog_and_tiers_past_their_hold() -> None:
+    now = 1000.0
+    snap = LagSnapshot((
+        PartitionLag("d", "deliveries", 0, 3, 10, 7, oldest_unconsumed_at=now - 40),
+        PartitionLag("d", "deliveries", 1, 3, 3, 0, None),
+        PartitionLag("d-delay", "tier-60", 0, 3, 10, 7, oldest_unconsumed_at=now - 70),
+        PartitionLag("f", "events", 0, 3, 10, 7, oldest_unconsumed_at=now - 500),  # not ours
+    ))
+    assert oldest_waiting_s(snap, WAITS, now) == 40.0
+    # a tier's record 90 s past its 60 s hold is the oldest waiting task: 30 s
+    later = LagSnapshot((*snap.partitions[1:3], PartitionLag(
+        "d-delay", "tier-60", 1, 3, 10, 7, oldest_unconsumed_at=now - 150)))
+    assert oldest_waiting_s(later, WAITS, now) == 90.0
+
+
+def test_oldest_waiting_task_unknown_when_any_age_is_unknown_or_nothing_is_sampled() -> None:
+    unknown = LagSnapshot((PartitionLag("d", "deliveries", 0, None, 4, 4, None),))
+    assert oldest_waiting_s(unknown, WAITS, 1000.0) is None
+    assert oldest_waiting_s(LagSnapshot(()), WAITS, 1000.0) is None
+
+
+@given(st.lists(st.tuples(st.sampled_from([*sorted(WAITS), ("x", "y")]),
+                          st.integers(0, 5), st.floats(0, 10_000)), max_size=12))
+def test_oldest_waiting_task_is_never_negative_and_bounded_by_the_oldest_age(
+        parts: list[tuple[tuple[str, str], int, float]]) -> None:
+    now = 20_000.0
+    snap = LagSnapshot(tuple(
+        PartitionLag(g, t, i, 0, lag, lag, None if lag == 0 else now - age)
+        for i, ((g, t), lag, age) in enumerate(parts)))
+    waiting = oldest_waiting_s(snap, WAITS, now)
+    ours = [(lag, age) for (key, lag, age) in parts if key in WAITS]
+    if not ours:
+        assert waiting is None
+    else:
+        assert waiting is not None and 0.0 <= waiting <= max(age for _, age in ours) + 1e-6

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from hookstream.dispatcher.lost_work import LostWork
+from hookstream.dispatcher.lost_work import HOLD_CAP_S, LostWork, lost_after_s
 from hookstream.dispatcher.metrics import DispatcherMetrics
 from prometheus_client import CollectorRegistry
 
@@ -85,3 +85,13 @@ async def test_nothing_is_read_while_outcomes_wait() -> None:
     rig.store.during_read = lambda: reads.append(True)
     assert await rig.lost_work.reap_once() == 0
     assert reads == [] and rig.published == []
+
+
+def test_a_row_counts_as_lost_only_past_the_bound_plus_the_unread_backlog() -> None:
+    # Issue #47: after a dispatcher stopped for 3 minutes, rows overdue by more than the
+    # bound still had their tasks in its partitions; sweeping them raised
+    # HookstreamTasksLost for tasks that were only waiting.
+    assert lost_after_s(120.0, 0.0) == 120.0
+    assert lost_after_s(120.0, 180.0) == 300.0
+    assert lost_after_s(120.0, None) == 120.0 + HOLD_CAP_S  # unknown: wait, but not forever
+    assert lost_after_s(120.0, 10 * HOLD_CAP_S) == 120.0 + HOLD_CAP_S

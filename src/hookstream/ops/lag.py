@@ -111,6 +111,24 @@ def smallest_lag_s(snapshot: LagSnapshot, group: str, topic: str, now: float) ->
     return min(lag for lag in lags if lag is not None)
 
 
+def oldest_waiting_s(snapshot: LagSnapshot, waits: Mapping[tuple[str, str], float],
+                     now: float) -> float | None:
+    """How long the oldest record of the given (group, topic)s has been waiting past its
+    hold (0 for a topic read at once, the tier's delay for a delay tier): the age of the
+    oldest task a consumer has not reached yet. None when a partition's age is unknown
+    or the snapshot has none of them (the caller assumes the worst)."""
+    worst = None
+    for p in snapshot.partitions:
+        hold = waits.get((p.group, p.topic))
+        if hold is None:
+            continue
+        age = p.lag_seconds(now)
+        if age is None:
+            return None
+        worst = max(worst or 0.0, age - hold)
+    return None if worst is None else max(0.0, worst)
+
+
 def interpolate_append_time(history: Sequence[tuple[int, float]], offset: int) -> float | None:
     """When the record at ``offset`` was appended, from (high watermark, time) samples in
     time order. The record exists once the high watermark passed ``offset``; between two

@@ -98,12 +98,29 @@ SELECT kind, key, detail, total FROM (
 -- stall_s. Deferred and scheduled work carries its due time in next_attempt_at (the
 -- dispatcher writes it when it defers), so "overdue" means no task will run it soon:
 -- its task was lost, and the sweeper re-queues it after HOOKSTREAM_SWEEP_AFTER_S.
+-- A parked row (a backlog held for a later slot of its endpoint's drain schedule) is a
+-- gap too when its endpoint is active and takes nothing: none of its deliveries in
+-- flight and no attempt of it started within stall_s — its work is held while it idles
+-- (the dispatcher hands parked rows to an endpoint that runs out of work; issue #47).
 -- Samples name the endpoint.
 WITH d AS (
     SELECT d.delivery_id, d.endpoint_id, d.status, d.attempts, d.next_attempt_at,
-           d.lease_expires_at
+           d.lease_expires_at, d.parked
     FROM outbox o JOIN deliveries d ON d.event_id = o.event_id AND d.committed_at = o.created_at
     WHERE o.published_at >= %(since)s AND o.published_at < %(cutoff)s
+),
+idle AS (
+    -- per endpoint with parked rows in the window (few): one probe of
+    -- deliveries_endpoint_status, and the attempts of the last stall_s by started_at
+    SELECT h.endpoint_id
+    FROM (SELECT DISTINCT endpoint_id FROM d WHERE status = 'pending' AND parked) h
+    WHERE NOT EXISTS (SELECT 1 FROM deliveries y
+                      WHERE y.endpoint_id = h.endpoint_id AND y.status = 'in_flight')
+      AND NOT EXISTS (SELECT 1 FROM attempts a
+                      JOIN deliveries y ON y.delivery_id = a.delivery_id
+                                       AND y.committed_at = a.committed_at
+                      WHERE a.started_at > now() - make_interval(secs => %(stall_s)s)
+                        AND y.endpoint_id = h.endpoint_id)
 ),
 v AS (
     SELECT d.delivery_id, d.endpoint_id,
@@ -112,6 +129,10 @@ v AS (
             WHEN d.status = 'in_flight' AND d.lease_expires_at < now()
                 - make_interval(secs => %(stall_s)s) THEN 'gap:in_flight_lease_expired'
             WHEN d.status = 'in_flight' THEN 'in_flight'
+            WHEN d.parked AND ep.status = 'active' AND d.endpoint_id IN (SELECT endpoint_id FROM idle)
+                AND NOT coalesce(ep.paused_until > now() - make_interval(secs => %(stall_s)s),
+                                 false)
+                THEN 'gap:held_while_idle'
             WHEN d.next_attempt_at >= now() - make_interval(secs => %(stall_s)s) THEN
                 CASE WHEN d.attempts = 0 THEN 'pending: new' ELSE 'pending: retry scheduled' END
             WHEN ep.status = 'disabled' THEN 'pending: endpoint disabled'
