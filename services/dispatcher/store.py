@@ -14,7 +14,12 @@ from psycopg_pool import AsyncConnectionPool
 from hookstream.core.codec import DeliveryTask, TaskKind
 from hookstream.core.secretbox import Keyring, OpenedSecrets
 from hookstream.io import queries
-from hookstream.io.pg import plan_with_values_async, translated
+from hookstream.io.pg import (
+    NETWORK_BOUNDS,
+    POOL_RECONNECT_S,
+    plan_with_values_async,
+    translated,
+)
 from hookstream.policy.circuit import CircuitState
 
 Q = queries.load("dispatcher")
@@ -86,7 +91,8 @@ class Store:
         # committed_at = ANY(...) prune to its days (hookstream.io.pg).
         self.pool = AsyncConnectionPool(
             dsn, min_size=1, max_size=max_size, open=False, configure=plan_with_values_async,
-            kwargs={"autocommit": True, "row_factory": dict_row})
+            kwargs={"autocommit": True, "row_factory": dict_row, **NETWORK_BOUNDS},
+            reconnect_timeout=POOL_RECONNECT_S)
 
     @translated
     async def open(self) -> None:

@@ -19,7 +19,7 @@ from hookstream.fanout.plan import Audience, Slice
 
 from hookstream.core.codec import EventEnvelope
 from hookstream.io import queries
-from hookstream.io.pg import plan_with_values, translated_sync, translating
+from hookstream.io.pg import NETWORK_BOUNDS, plan_with_values, translated_sync, translating
 
 Q = queries.load("fanout")
 Key = tuple[str, str]  # (tenant, type)
@@ -35,7 +35,7 @@ def connect(url: str) -> Iterator[FanoutStore]:
     pruned by its values: ``hookstream.io.pg``), closed at the end of the block. Driver
     errors inside the block leave as the project's (DatabaseUnavailable: retried), or
     untranslated for a bug."""
-    with translating(), psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+    with translating(), psycopg.connect(url, autocommit=True, **NETWORK_BOUNDS) as conn:
         plan_with_values(conn)
         yield FanoutStore(conn)
 

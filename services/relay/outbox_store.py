@@ -18,7 +18,7 @@ import psycopg
 
 from hookstream.core.counts import COUNT_CAP
 from hookstream.io import queries
-from hookstream.io.pg import translated_sync, translating
+from hookstream.io.pg import NETWORK_BOUNDS, translated_sync, translating
 
 Q = queries.load("relay")
 # The advisory-lock class of claim tokens: pg_locks shows it as classid, the token as objid.
@@ -36,7 +36,7 @@ class OutboxStore:
     @classmethod
     @translated_sync
     def connect(cls, url: str) -> OutboxStore:
-        conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
+        conn = psycopg.connect(url, autocommit=True, **NETWORK_BOUNDS)
         try:
             while True:  # two sessions drawing the same token: draw again
                 token = 1 + secrets.randbelow(_TOKENS)
@@ -98,7 +98,7 @@ def notifications(url: str, channel: str, timeout_s: float) -> Iterator[bool]:
     """Yield True on (re)connecting (a NOTIFY may have been missed meanwhile) and for each
     NOTIFY on ``channel``; False after each ``timeout_s`` of silence, so the caller can
     check whether to stop. Raises ``DatabaseUnavailable`` when the connection fails."""
-    with translating(), psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+    with translating(), psycopg.connect(url, autocommit=True, **NETWORK_BOUNDS) as conn:
         conn.execute(f"LISTEN {channel}")
         yield True
         while True:

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import psycopg
 import psycopg.errors
 import psycopg_pool
@@ -77,3 +79,40 @@ async def test_the_async_decorator_translates_the_same_way() -> None:
         await down()
     with pytest.raises(psycopg.errors.UndefinedTable):
         await bug()
+
+
+async def test_a_cancelled_task_is_cancelled_whatever_the_driver_raised() -> None:
+    # Issue #47: cancelled while its statement waited on a connection whose packets were
+    # dropped, a task got the driver's error; translated, its retry loop swallowed the
+    # cancellation and the dispatcher's SIGTERM waited for it forever.
+    entered = asyncio.Event()
+
+    @translated
+    async def statement() -> None:
+        entered.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            raise psycopg.OperationalError("consuming input failed") from None
+
+    async def retrying() -> None:
+        while True:  # as Durable._retried does
+            try:
+                await statement()
+            except DatabaseUnavailable:
+                continue
+
+    task = asyncio.create_task(retrying())
+    await entered.wait()
+    task.cancel()
+    await asyncio.wait({task}, timeout=5)
+    assert task.cancelled()
+
+
+async def test_a_driver_error_without_cancellation_is_still_translated() -> None:
+    @translated
+    async def statement() -> None:
+        raise psycopg.OperationalError("consuming input failed")
+
+    with pytest.raises(DatabaseUnavailable):
+        await statement()

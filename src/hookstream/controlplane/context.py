@@ -19,6 +19,7 @@ from hookstream.controlplane.operations import Operations
 from hookstream.controlplane.tasks import TaskSink, now_utc
 from hookstream.core.settings import ApiSettings
 from hookstream.core.topics import Topics
+from hookstream.io.pg import NETWORK_BOUNDS, POOL_RECONNECT_S
 from hookstream.ops.observability import at_zero
 
 POOL_TIMEOUT_S = 5.0
@@ -63,7 +64,8 @@ async def running(settings: ApiSettings, metrics: ApiMetrics) -> AsyncIterator[C
     pool = AsyncConnectionPool(settings.database_url, min_size=1,
                                max_size=settings.db_pool_size, open=False,
                                connection_class=psycopg.AsyncConnection[DictRow],
-                               kwargs={"row_factory": dict_row}, name="hookstream-api")
+                               kwargs={"row_factory": dict_row, **NETWORK_BOUNDS},
+                               reconnect_timeout=POOL_RECONNECT_S, name="hookstream-api")
     await pool.open(wait=False)
     sink = TaskSink(settings.kafka_bootstrap, Topics(settings.topic_prefix))
     operations = Operations(pool, sink, batch_size=settings.operation_batch_size,

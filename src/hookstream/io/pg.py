@@ -15,6 +15,7 @@ service stops and says so, instead of backing off and retrying it forever.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 from collections.abc import Awaitable, Callable, Iterator
@@ -46,6 +47,23 @@ _TRANSIENT = (psycopg.OperationalError, psycopg.InterfaceError,
 _DRIVER = (psycopg.Error, psycopg_pool.PoolTimeout, OSError)
 
 
+# Every service connection's bounds for a network that stops answering without a reset
+# (packets dropped by a firewall, a partition, a dead host): a connect gives up after
+# connect_timeout; a statement whose bytes go unacknowledged fails after
+# tcp_user_timeout (ms; Linux) instead of TCP's ~15 minutes of retransmission; an idle
+# connection is found dead by keepalives within ~25 s. Each failure is an
+# OperationalError, so DatabaseUnavailable: retried, /healthz red (issue #47). A slow
+# statement is not cut short: the server acknowledged its bytes.
+NETWORK_BOUNDS: dict[str, Any] = {
+    "connect_timeout": 5, "tcp_user_timeout": 10_000, "keepalives": 1,
+    "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3}
+# A pool's reconnection attempts back off exponentially (1, 2, 4 … s) for up to this long
+# before the pool gives the slot up and makes a new connection when a client next asks:
+# after two minutes of failures the default (5 minutes) had its next attempt a minute
+# away, long after the network was back.
+POOL_RECONNECT_S = 10.0
+
+
 def translate(exc: BaseException) -> BaseException:
     """The project's error for a driver (or socket) error; anything else unchanged."""
     if isinstance(exc, _PERMANENT):
@@ -72,8 +90,18 @@ def translated(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
 
     @functools.wraps(fn)
     async def call(*args: P.args, **kwargs: P.kwargs) -> R:
-        with translating():
-            return await fn(*args, **kwargs)
+        try:
+            with translating():
+                return await fn(*args, **kwargs)
+        except (DatabaseUnavailable, DataRejected):
+            # A task cancelled while a statement runs on a broken connection gets the
+            # driver's error, not CancelledError: translated, the callers' retry loops
+            # would swallow the cancellation and a SIGTERM would wait for them forever
+            # (seen with PostgreSQL's packets dropped, issue #47). The cancellation wins.
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise asyncio.CancelledError from None
+            raise
 
     return call
 

@@ -29,7 +29,7 @@ from psycopg.rows import dict_row
 from hookstream.core.counts import COUNT_CAP
 from hookstream.core.endpoint_series import EndpointTracker, Ranked
 from hookstream.core.window_totals import Slice, WindowTotals
-from hookstream.io.pg import DatabaseUnavailable
+from hookstream.io.pg import NETWORK_BOUNDS, DatabaseUnavailable
 from hookstream.ops import metrics_store as store
 from hookstream.ops.sampling import BackgroundSampler, SampledCollector
 
@@ -207,7 +207,7 @@ class DeliveryStatsSource:
         if self._conn is None or self._conn.closed:
             # A statement timeout: a slow sample must never hold locks or a backend long.
             self._conn = psycopg.connect(
-                self.database_url, row_factory=dict_row, connect_timeout=5,
+                self.database_url, row_factory=dict_row, **NETWORK_BOUNDS,
                 application_name="hookstream-db-metrics", autocommit=True,
                 options=f"-c statement_timeout={self.statement_timeout_ms}")
         return self._conn
