@@ -9,12 +9,15 @@ No Kafka here — the service turns ``commits()`` into a commit call.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from hookstream.core.codec import DeliveryTask
 from hookstream.core.offsets import PartitionOffsets
+
+log = logging.getLogger("hookstream.dispatcher")
 
 TP = tuple[str, int]
 
@@ -79,6 +82,21 @@ class OffsetBook:
                     out.append(None)
                     continue
                 tracker = self._trackers.get(tp)
+                if tracker is not None and tracker.highest is not None \
+                        and offset <= tracker.highest:
+                    # The consumer went back on this partition (a rebalance whose
+                    # callbacks this member never ran: frozen past its session, it was
+                    # fenced and rejoined, then read again from the committed offset):
+                    # what was tracked belongs to an ownership that ended. A new tracker
+                    # — the old items' completions count for nothing, their work is
+                    # redone from the committed offset — instead of a crash (seen under
+                    # load in test_paused_member: "38 after 66", exit 1).
+                    log.warning("partition read again from an earlier offset; its"
+                                " uncommitted work is redone", extra={
+                                    "topic": tp[0], "partition": tp[1], "offset": offset,
+                                    "after": tracker.highest})
+                    tracker = None
+                    self._committed.pop(tp, None)
                 if tracker is None:
                     tracker = self._trackers[tp] = PartitionOffsets()
                 tracker.track(offset)

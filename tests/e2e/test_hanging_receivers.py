@@ -55,7 +55,7 @@ def test_hanging_receivers_end_at_the_deadline_and_cost_bounded_resources(
                 conn, tenant="acme", url=url, event_types=["*"], allow_insecure=True,
                 max_in_flight=CAP).endpoint_id) for name, url in urls.items()}
         healthy = add_endpoint(db_url, receiver, "healthy", "acme")
-        p = start_pipeline(request_timeout_s=str(DEADLINE_S), lease_s="12",
+        p = start_pipeline(request_timeout_s="2", lease_s="12",  # DEADLINE_S; the least lease
                            retry_base_s="1", retry_floor_s="1", retry_cap_s="2",
                            circuit_failure_threshold="100000")
         pid = p["dispatcher"].proc.pid  # type: ignore[union-attr]
@@ -73,14 +73,16 @@ def test_hanging_receivers_end_at_the_deadline_and_cost_bounded_resources(
         while time.monotonic() - started < HANG_S:
             samples.append((time.monotonic() - started, _fds(pid), _rss_kb(pid)))
             time.sleep(1.0)
+        # Read before the servers stop: closing them ends the attempts still hung there
+        # with a reset, which is not what is measured here.
+        rows = query(db_url, "SELECT d.endpoint_id::text, a.error_class, a.latency_ms"
+                             " FROM attempts a JOIN deliveries d USING (delivery_id,"
+                             " committed_at) WHERE a.outcome <> 'in_flight'"
+                             " AND d.endpoint_id <> %s", (healthy,))
     finally:
         for server in (blackhole, stall, trickle):
             server.stop()
 
-    rows = query(db_url, "SELECT d.endpoint_id::text, a.error_class, a.latency_ms"
-                         " FROM attempts a JOIN deliveries d USING (delivery_id, committed_at)"
-                         " WHERE a.outcome <> 'in_flight' AND d.endpoint_id <> %s",
-                 (healthy,))
     by_endpoint = {name: [(err, ms) for ep, err, ms in rows if ep == eid]
                    for name, eid in hanging.items()}
     for name, attempts in by_endpoint.items():

@@ -81,3 +81,19 @@ def test_a_commit_reported_failed_is_sent_again_unless_a_later_one_was_sent() ->
     book.commit_failed({TP1: 10})
     book.revoked([TP1])
     assert book.commits() == {}  # a failed commit of a partition gone is nobody's now
+
+
+def test_a_partition_read_again_from_an_earlier_offset_starts_a_new_tracker() -> None:
+    # Issue #47: a dispatcher frozen past its session was fenced, rejoined and read its
+    # partition again from the committed offset without any rebalance callback having
+    # run: "offsets must be tracked in increasing order: 38 after 66" crashed it (exit 1).
+    book = OffsetBook()
+    book.assigned([TP0])
+    old = _items(book, TP0, [60, 61, 66])
+    book.complete(old[0])
+    book.committed({TP0: 61})
+    again = _items(book, TP0, [38, 39])  # from the committed offset of the new ownership
+    assert not any(book.valid(i) for i in old) and all(book.valid(i) for i in again)
+    book.complete_all(old)  # the old ownership's completions count for nothing
+    book.complete(again[0])
+    assert book.commits() == {TP0: 39}

@@ -18,6 +18,11 @@ class PartitionOffsets:
         self._unfinished: set[int] = set()
         self._highest: int | None = None
 
+    @property
+    def highest(self) -> int | None:
+        """The highest offset tracked (None: none yet)."""
+        return self._highest
+
     def track(self, offset: int) -> None:
         if self._highest is not None and offset <= self._highest:
             raise ValueError(
