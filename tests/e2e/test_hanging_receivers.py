@@ -99,7 +99,10 @@ def test_hanging_receivers_end_at_the_deadline_and_cost_bounded_resources(
     settled = [s for s in samples if s[0] >= 10.0]
     fds = [f for _, f, _ in settled]
     rss = [r for _, _, r in settled]
-    assert max(fds) <= baseline_fds + 3 * CAP + 20, (baseline_fds, fds)
+    # The baseline is read at start, before the process's Kafka and PostgreSQL clients
+    # have all connected (54 to 71 fds, then ~100 with them): a leak grows with the
+    # ~500 attempts made, far past this.
+    assert max(fds) <= baseline_fds + 3 * CAP + 60, (baseline_fds, fds)
     assert fds[-1] <= max(fds[: len(fds) // 3]) + 5, fds
     assert rss[-1] <= rss[0] * 1.15 + 5_000, rss  # kB: no growth per hung attempt
     print({name: (len(a), min(ms for _, ms in a), max(ms for _, ms in a))
