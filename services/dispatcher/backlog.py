@@ -190,8 +190,8 @@ class Backlog:
                  for item, due, _ in parked]
         # Durable once the rows say so: only then may the originals' offsets go.
         written = await self._durable.park(tasks)
-        for task in tasks:
-            if (ep := self._endpoints.get(task.endpoint_id)) is not None:
+        for endpoint_id in {task.endpoint_id for task in tasks}:
+            if (ep := self._endpoints.get(endpoint_id)) is not None:
                 ep.parked_maybe = True
         for _, _, reason in parked:
             self._metrics.deferred.labels(reason).inc()
@@ -213,8 +213,7 @@ class Backlog:
             await self._to_tiers([(item, back, "early") for item in items
                                   if item.task.delivery_id in early])
         stale = [item for item in items if item.task.delivery_id not in early]
-        for _ in stale:
-            self._metrics.stale.inc()
+        self._metrics.stale.inc(len(stale))
         self._book.complete_all(stale)
 
     async def _to_tiers(self, deferred: list[Deferral]) -> None:
